@@ -1,0 +1,376 @@
+"""Load a BedsideBench dataset, validate it, and compute its digest.
+
+A dataset is either a checkout in the upstream layout (``registry.json`` ->
+``data/<benchmark>/manifest.json`` -> ``cases/<case_id>.json``) or a single
+JSONL / JSON / Parquet file of case objects. Load order follows the reference
+runner: panels in registry order, cases in manifest order, then unlisted
+``split == "test"`` case files by sorted file name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Iterable
+
+import jsonschema
+import polars as pl
+
+from toolkit import protocol
+from toolkit.tables import TABLES
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SAMPLE_DATASET = PROJECT_ROOT / "data" / "sample"
+SCHEMA_DIR = PROJECT_ROOT / "schemas"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One validation problem, located by file and field."""
+
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.field}: {self.message}"
+
+
+class DatasetError(ValueError):
+    """A dataset failed to load or validate; ``problems`` lists every finding."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(f"{problems[0]}{more}")
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """A loaded, validated dataset. ``cases`` and ``rubric_items`` follow ``toolkit.tables``."""
+
+    source: Path
+    raw_cases: tuple[dict[str, Any], ...] = field(repr=False)
+    sha256: str
+    cases: pl.DataFrame = field(repr=False)
+    rubric_items: pl.DataFrame = field(repr=False)
+
+    @property
+    def benchmarks(self) -> dict[str, int]:
+        """Case count per benchmark, in load order."""
+        return dict(Counter(c["benchmark"] for c in self.raw_cases))
+
+    def case(self, case_id: str) -> dict[str, Any]:
+        return self._by_id()[case_id]
+
+    @cache
+    def _by_id(self) -> dict[str, dict[str, Any]]:
+        return {c["case_id"]: c for c in self.raw_cases}
+
+    def select(self, smoke: bool = False, limit: int | None = None,
+               benchmarks: Iterable[str] | None = None) -> list[str]:
+        """Case ids chosen like the reference: benchmark filter, then smoke (first case of each
+        benchmark in load order), then the first ``limit``."""
+        chosen = list(self.raw_cases)
+        if benchmarks:
+            wanted = set(benchmarks)
+            unknown = wanted - set(self.benchmarks)
+            if unknown:
+                raise DatasetError([Problem(str(self.source), "benchmark", f"unknown benchmark(s): {', '.join(sorted(unknown))}")])
+            chosen = [c for c in chosen if c["benchmark"] in wanted]
+        if smoke:
+            seen: set[str] = set()
+            chosen = [c for c in chosen if not (c["benchmark"] in seen or seen.add(c["benchmark"]))]
+        if limit is not None:
+            chosen = chosen[:limit]
+        return [c["case_id"] for c in chosen]
+
+
+def digest(cases: Iterable[dict[str, Any]]) -> str:
+    """``dataset_sha256`` exactly as the reference computes it: compact, key-sorted JSON of all case objects."""
+    payload = json.dumps(list(cases), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def item_id_for(prompt: str, index: int) -> str:
+    return f"{hashlib.md5(prompt.encode()).hexdigest()}_{index}"
+
+
+def default_dataset_path() -> Path:
+    env = os.environ.get("BEDSIDE_DATASET")
+    return Path(env) if env else SAMPLE_DATASET
+
+
+def load_dataset(path: str | os.PathLike[str] | None = None) -> Dataset:
+    """Load and validate a checkout or case file; raise DatasetError listing every problem."""
+    source = Path(path) if path is not None else default_dataset_path()
+    problems: list[Problem] = []
+    if source.is_dir():
+        located, known = _load_checkout(source, problems)
+    elif source.is_file():
+        located, known = _load_case_file(source, problems), set(protocol.BENCHMARK_METHODS)
+    else:
+        raise DatasetError([Problem(str(source), "path", "no such dataset file or directory")])
+    if not problems:
+        _check_cases(located, known, problems)
+    if problems:
+        raise DatasetError(problems)
+    raw = tuple(case for _, case in located)
+    return Dataset(source, raw, digest(raw), *_frames(raw))
+
+
+def validate_dataset(path: str | os.PathLike[str] | None = None) -> list[Problem]:
+    """Every problem found in a dataset (empty when it is valid)."""
+    try:
+        load_dataset(path)
+    except DatasetError as error:
+        return error.problems
+    return []
+
+
+# -- reading ---------------------------------------------------------------
+
+Located = list[tuple[str, dict[str, Any]]]  # (where the case came from, case object)
+
+
+def _read_json(path: Path, problems: list[Problem]) -> Any:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        problems.append(Problem(str(path), "encoding", f"not UTF-8 (byte {error.start})"))
+        return None
+    except OSError as error:
+        problems.append(Problem(str(path), "file", error.strerror or str(error)))
+        return None
+    if not text.strip():
+        problems.append(Problem(str(path), "content", "empty file"))
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        problems.append(Problem(str(path), f"line {error.lineno} column {error.colno}", f"invalid JSON: {error.msg}"))
+        return None
+
+
+def _load_checkout(root: Path, problems: list[Problem]) -> tuple[Located, set[str]]:
+    registry_path = root / "registry.json"
+    if not registry_path.is_file():
+        problems.append(Problem(str(root), "registry.json", "not a dataset checkout (registry.json missing)"))
+        return [], set()
+    registry = _read_json(registry_path, problems)
+    if registry is None:
+        return [], set()
+    panels = registry.get("panels") if isinstance(registry, dict) else None
+    if not isinstance(panels, list) or not panels:
+        problems.append(Problem(str(registry_path), "panels", "must be a non-empty list"))
+        return [], set()
+    located: Located = []
+    seen_panels: set[str] = set()
+    for index, panel in enumerate(panels):
+        where = f"panels[{index}]"
+        if not isinstance(panel, dict) or not all(isinstance(panel.get(k), str) for k in ("id", "grading_method", "path")):
+            problems.append(Problem(str(registry_path), where, "needs string id, grading_method and path"))
+            continue
+        name, method = panel["id"], panel["grading_method"]
+        if name in seen_panels:
+            problems.append(Problem(str(registry_path), f"{where}.id", f"duplicate benchmark {name!r}"))
+        seen_panels.add(name)
+        if method not in protocol.GRADING_METHODS:
+            problems.append(Problem(str(registry_path), f"{where}.grading_method", f"unknown grading method {method!r}"))
+        elif protocol.BENCHMARK_METHODS.get(name, method) != method:
+            problems.append(Problem(str(registry_path), f"{where}.grading_method",
+                                    f"{name} is graded by {protocol.BENCHMARK_METHODS[name]}, not {method}"))
+        located += _load_panel(root / panel["path"], name, method, problems)
+    return located, seen_panels
+
+
+def _load_panel(folder: Path, name: str, method: str, problems: list[Problem]) -> Located:
+    manifest_path = folder / "manifest.json"
+    manifest = _read_json(manifest_path, problems)
+    if manifest is None:
+        return []
+    mf = str(manifest_path)
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("case_ids"), list) \
+            or not all(isinstance(c, str) for c in manifest["case_ids"]):
+        problems.append(Problem(mf, "case_ids", "must be a list of case id strings"))
+        return []
+    for key, expected in (("benchmark", name), ("grading_method", method)):
+        if key in manifest and manifest[key] != expected:
+            problems.append(Problem(mf, key, f"{manifest[key]!r} does not match the registry's {expected!r}"))
+    ids = manifest["case_ids"]
+    if "case_count" in manifest and manifest["case_count"] != len(ids):
+        problems.append(Problem(mf, "case_count", f"{manifest['case_count']} but case_ids lists {len(ids)}"))
+    for dup in sorted(k for k, v in Counter(ids).items() if v > 1):
+        problems.append(Problem(mf, "case_ids", f"case {dup} listed twice"))
+    located: Located = []
+    cases_dir = folder / "cases"
+    for case_id in ids:
+        path = cases_dir / f"{case_id}.json"
+        if not path.is_file():
+            problems.append(Problem(mf, "case_ids", f"case file {path} is missing"))
+            continue
+        located += _panel_case(path, name, method, problems)
+    listed = set(ids)
+    extra = sorted(p for p in cases_dir.glob("*.json") if p.stem not in listed) if cases_dir.is_dir() else []
+    for path in extra:  # the reference adds unlisted held-out cases and ignores the rest
+        case = _read_json(path, problems)
+        if isinstance(case, dict) and case.get("split") == "test":
+            located += _panel_case(path, name, method, problems, case)
+    return located
+
+
+def _panel_case(path: Path, name: str, method: str, problems: list[Problem],
+                case: Any = None) -> Located:
+    case = _read_json(path, problems) if case is None else case
+    if case is None:
+        return []
+    if not isinstance(case, dict):
+        problems.append(Problem(str(path), "case", "must be a JSON object"))
+        return []
+    if case.get("case_id") not in (None, path.stem):
+        problems.append(Problem(str(path), "case_id", f"{case['case_id']!r} does not match the file name"))
+    if case.get("benchmark") not in (None, name):
+        problems.append(Problem(str(path), "benchmark", f"{case['benchmark']!r} but the file is in panel {name!r}"))
+    if case.get("grading_method") not in (None, method):
+        problems.append(Problem(str(path), "grading_method", f"{case['grading_method']!r} but panel {name!r} uses {method!r}"))
+    return [(str(path), case)]
+
+
+def _load_case_file(path: Path, problems: list[Problem]) -> Located:
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as error:  # pyarrow raises several types for a damaged file
+            problems.append(Problem(str(path), "file", f"unreadable Parquet: {error}"))
+            return []
+        return [(f"{path} row {i + 1}", row) for i, row in enumerate(rows)]
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        problems.append(Problem(str(path), "encoding", f"not UTF-8 (byte {error.start})"))
+        return []
+    if not text.strip():
+        problems.append(Problem(str(path), "content", "empty file"))
+        return []
+    if path.suffix == ".json":
+        data = _read_json(path, problems)
+        data = data.get("cases") if isinstance(data, dict) else data
+        if not isinstance(data, list):
+            problems.append(Problem(str(path), "cases", "expected a list of case objects"))
+            return []
+        return [(f"{path} case {i + 1}", c) for i, c in enumerate(data)]
+    located: Located = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            located.append((f"{path}:{number}", json.loads(line)))
+        except json.JSONDecodeError as error:
+            problems.append(Problem(f"{path}:{number}", f"column {error.colno}", f"line is not JSON: {error.msg}"))
+    return located
+
+
+# -- checking --------------------------------------------------------------
+
+@cache
+def _validator(method: str) -> jsonschema.protocols.Validator:
+    schema = json.loads((SCHEMA_DIR / f"case.{method}.schema.json").read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _field_path(parts: Iterable[Any]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "case"
+
+
+def _check_cases(located: Located, known: set[str], problems: list[Problem]) -> None:
+    seen_cases: dict[str, str] = {}
+    seen_items: dict[str, str] = {}
+    if not located:
+        problems.append(Problem("dataset", "cases", "no cases found"))
+    for where, case in located:
+        if not isinstance(case, dict):
+            problems.append(Problem(where, "case", "must be a JSON object"))
+            continue
+        method = case.get("grading_method")
+        if method not in protocol.GRADING_METHODS:
+            problems.append(Problem(where, "grading_method", f"unknown grading method {method!r}"))
+            continue
+        errors = sorted(_validator(method).iter_errors(case), key=lambda e: list(e.absolute_path))
+        for error in errors:
+            problems.append(Problem(where, _field_path(error.absolute_path), error.message))
+        if errors:
+            continue
+        benchmark = case["benchmark"]
+        if benchmark not in known:
+            problems.append(Problem(where, "benchmark", f"unknown benchmark {benchmark!r}"))
+        elif protocol.BENCHMARK_METHODS.get(benchmark, method) != method:
+            problems.append(Problem(where, "grading_method",
+                                    f"{benchmark} is graded by {protocol.BENCHMARK_METHODS[benchmark]}, not {method}"))
+        case_id = case["case_id"]
+        if case_id in seen_cases:
+            problems.append(Problem(where, "case_id", f"duplicate case {case_id} (also in {seen_cases[case_id]})"))
+        seen_cases.setdefault(case_id, where)
+        for index, item in enumerate(case["rubric_items"]):
+            expected = item_id_for(case["prompt"], index)
+            if item["item_id"] != expected:
+                problems.append(Problem(where, f"rubric_items[{index}].item_id",
+                                        f"{item['item_id']!r} should be {expected!r} (md5(prompt)_index)"))
+            elif item["item_id"] in seen_items:
+                problems.append(Problem(where, f"rubric_items[{index}].item_id",
+                                        f"duplicate item id (also in {seen_items[item['item_id']]})"))
+            seen_items.setdefault(item["item_id"], where)
+        if method == protocol.POINTS_RUBRIC and not any(i["points"] > 0 for i in case["rubric_items"]):
+            problems.append(Problem(where, "rubric_items", "a points_rubric case needs at least one positive item"))
+
+
+def _frames(raw: tuple[dict[str, Any], ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    sha = digest(raw)
+    cases = pl.DataFrame(
+        {
+            "dataset_sha256": [sha] * len(raw),
+            "case_id": [c["case_id"] for c in raw],
+            "benchmark": [c["benchmark"] for c in raw],
+            "grading_method": [c["grading_method"] for c in raw],
+            "prompt": [c["prompt"] for c in raw],
+            "split": [c.get("split") for c in raw],
+            "position": list(range(len(raw))),
+            "n_items": [len(c["rubric_items"]) for c in raw],
+        },
+        schema=_polars_schema("cases"),
+    )
+    items = [
+        (c["case_id"], c["benchmark"], c["grading_method"], it["item_id"], i, it["text"], float(it["points"]))
+        for c in raw for i, it in enumerate(c["rubric_items"])
+    ]
+    cols = list(zip(*items)) if items else [[]] * 7
+    f1 = pl.col("grading_method") == protocol.F1_WEIGHTED_RUBRIC
+    klass = pl.col("points").cast(pl.Int32).replace_strict(
+        {int(k): v for k, v in protocol.POINTS_TO_CLASS.items()}, default=None, return_dtype=pl.Int32)
+    rubric = pl.DataFrame(
+        {
+            "dataset_sha256": [sha] * len(items),
+            "case_id": cols[0], "benchmark": cols[1], "grading_method": cols[2],
+            "item_id": cols[3], "item_index": cols[4], "text": cols[5], "points": cols[6],
+        },
+        schema={k: v for k, v in _polars_schema("rubric_items").items() if k not in ("severity_class", "weight")},
+    ).with_columns(
+        severity_class=pl.when(f1).then(klass),
+    ).with_columns(
+        weight=pl.col("severity_class").replace_strict(
+            {k: float(v) for k, v in protocol.CLASS_WEIGHT.items()}, default=None, return_dtype=pl.Float64),
+    )
+    return cases, rubric
+
+
+def _polars_schema(table: str) -> dict[str, pl.DataType]:
+    return dict(pl.from_arrow(TABLES[table].schema.empty_table()).schema)

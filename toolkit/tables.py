@@ -1,0 +1,205 @@
+"""Every stored table's schema, defined once.
+
+The Parquet files, the DuckDB views and the documentation in ``schemas/``
+all come from these definitions (``python -m toolkit.tables`` rewrites the
+docs; a test fails when they are stale).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+UTF8 = pa.string()
+I32 = pa.int32()
+I64 = pa.int64()
+F64 = pa.float64()
+BOOL = pa.bool_()
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    doc: str
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    grain: str  # one row per ...
+    key: tuple[str, ...]
+    partition: str  # the column whose value names the table's sub-directory
+    doc: str
+    columns: tuple[Column, ...]
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema(
+            [pa.field(c.name, c.type, nullable=c.nullable, metadata={"doc": c.doc}) for c in self.columns],
+            metadata={"table": self.name, "grain": self.grain},
+        )
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+def _c(name: str, type_: pa.DataType, doc: str, nullable: bool = True) -> Column:
+    return Column(name, type_, doc, nullable)
+
+
+RUN_ID = _c("run_id", UTF8, "Run identifier (any text; stored under a path-safe encoding).", False)
+CASE_ID = _c("case_id", UTF8, "Case identifier from the dataset.", False)
+JUDGE_MODEL = _c("judge_model", UTF8, "Judge model identifier as sent to the endpoint.", False)
+JUDGE_PASS = _c("judge_pass", I32, "Independent judge pass, 1-based.", False)
+SEQ = _c("seq", I64, "Completion order within the run (reference files: line number); resumes continue it.", False)
+STARTED = _c("started_at", UTF8, "ISO-8601 UTC start time, as recorded (text, so imported values round-trip).")
+FINISHED = _c("finished_at", UTF8, "ISO-8601 UTC finish time, as recorded.")
+LATENCY = _c("latency_s", F64, "Wall seconds of the successful HTTP call (null when unknown, e.g. imported).")
+PROMPT_TOK = _c("prompt_tokens", I64, "Prompt tokens reported by the provider.")
+COMPL_TOK = _c("completion_tokens", I64, "Completion tokens reported by the provider (reasoning included).")
+REASON_TOK = _c("reasoning_tokens", I64, "Reasoning tokens reported by the provider, when it reports them.")
+FINISH = _c("finish_reason", UTF8, "Provider finish reason (stop, length, ...).")
+ERROR = _c("error", UTF8, "Null on success; otherwise 'Type: message' (at most 2,000 characters).")
+
+CASES = Table(
+    "cases", "case", ("dataset_sha256", "case_id"), "dataset_sha256",
+    "The cases of each dataset a run used, in load order.",
+    (
+        _c("dataset_sha256", UTF8, "Digest of the dataset the case belongs to.", False),
+        CASE_ID,
+        _c("benchmark", UTF8, "Benchmark (panel) name.", False),
+        _c("grading_method", UTF8, "points_rubric or f1_weighted_rubric.", False),
+        _c("prompt", UTF8, "The clinical prompt, sent unchanged to the answer model.", False),
+        _c("split", UTF8, "train or test."),
+        _c("position", I32, "0-based position in load order (registry -> manifest order).", False),
+        _c("n_items", I32, "Number of rubric items.", False),
+    ),
+)
+
+RUBRIC_ITEMS = Table(
+    "rubric_items", "rubric item", ("dataset_sha256", "item_id"), "dataset_sha256",
+    "Rubric items with their derived severity class and F1 weight.",
+    (
+        _c("dataset_sha256", UTF8, "Digest of the dataset the item belongs to.", False),
+        CASE_ID,
+        _c("benchmark", UTF8, "Benchmark of the case.", False),
+        _c("grading_method", UTF8, "Grading method of the case.", False),
+        _c("item_id", UTF8, "md5(prompt)_{index}; unique across the dataset.", False),
+        _c("item_index", I32, "0-based position in the case's rubric.", False),
+        _c("text", UTF8, "The criterion text.", False),
+        _c("points", F64, "Signed points.", False),
+        _c("severity_class", I32, "f1_weighted_rubric only: class 1-9 from the points (null otherwise)."),
+        _c("weight", F64, "f1_weighted_rubric only: F1 weight of the class (null otherwise)."),
+    ),
+)
+
+RUNS = Table(
+    "runs", "run", ("run_id",), "run_id",
+    "One row per run: what was evaluated, on which dataset, how it got here.",
+    (
+        RUN_ID,
+        _c("answer_model", UTF8, "Answer model identifier."),
+        _c("judge_model", UTF8, "The run's primary judge (the default judge of its summary)."),
+        _c("protocol_version", UTF8, "Grading protocol version.", False),
+        _c("dataset_sha256", UTF8, "Digest of the dataset the run was graded on.", False),
+        _c("source", UTF8, "collected or imported.", False),
+        _c("source_file", UTF8, "For imported runs: the file it came from."),
+        _c("answer_reasoning_effort", UTF8, "Reasoning effort requested of the answer model."),
+        _c("created_at", UTF8, "ISO-8601 UTC time the run row was written.", False),
+        _c("settings", UTF8, "JSON object of the run's settings (endpoints without keys, concurrency, selection, ...)."),
+    ),
+)
+
+ANSWERS = Table(
+    "answers", "answer call attempt", ("run_id", "case_id", "attempt"), "run_id",
+    "Answers and failed answer attempts, with call metadata.",
+    (
+        RUN_ID, CASE_ID,
+        _c("attempt", I32, "1-based attempt number for the case.", False),
+        SEQ,
+        _c("answer_model", UTF8, "Answer model identifier as sent."),
+        _c("answer", UTF8, "Raw answer text (null when the attempt failed)."),
+        _c("answer_temperature", F64, "Temperature sent; null when the provider default was used."),
+        _c("reasoning_effort", UTF8, "Reasoning effort sent, if any."),
+        STARTED, FINISHED, LATENCY, PROMPT_TOK, COMPL_TOK, REASON_TOK, FINISH, ERROR,
+    ),
+)
+
+JUDGMENTS = Table(
+    "judgments", "judge call", ("run_id", "case_id", "judge_model", "judge_pass", "attempt"), "run_id",
+    "Every judge call with its raw reply; error is null when the reply passed validation.",
+    (
+        RUN_ID, CASE_ID, JUDGE_MODEL, JUDGE_PASS,
+        _c("attempt", I32, "1-based call number for this case, judge and pass (re-asks count).", False),
+        _c("answer_attempt", I32, "The answers.attempt that was judged."),
+        SEQ,
+        _c("judge_temperature", F64, "Temperature sent; null when the provider default was used."),
+        STARTED, FINISHED, LATENCY,
+        _c("elapsed_seconds", F64, "Seconds from the start of the answer call to the end of this judgment."),
+        PROMPT_TOK, COMPL_TOK, REASON_TOK, FINISH,
+        _c("raw_reply", UTF8, "The judge's reply text, unmodified."),
+        ERROR,
+        _c("reported_score", F64, "Imported runs: the score written in the source file."),
+        _c("reported_components", UTF8, "Imported runs: score_components from the source file (JSON)."),
+    ),
+)
+
+DECISIONS = Table(
+    "decisions", "run x case x judge x pass x item", ("run_id", "case_id", "judge_model", "judge_pass", "item_id"),
+    "run_id",
+    "The validated decision of a judge pass on each rubric item.",
+    (
+        RUN_ID, CASE_ID, JUDGE_MODEL, JUDGE_PASS,
+        _c("item_id", UTF8, "Rubric item.", False),
+        _c("matched", BOOL, "True when the judge found the answer states or endorses the item.", False),
+        _c("judgment_attempt", I32, "The judgments.attempt whose reply these decisions come from."),
+    ),
+)
+
+TABLES: dict[str, Table] = {t.name: t for t in (CASES, RUBRIC_ITEMS, RUNS, ANSWERS, JUDGMENTS, DECISIONS)}
+RUN_TABLES = ("runs", "answers", "judgments", "decisions")
+DATASET_TABLES = ("cases", "rubric_items")
+
+
+def empty(table: str) -> pa.Table:
+    return TABLES[table].schema.empty_table()
+
+
+def to_arrow(table: str, rows: list[dict] | dict[str, list]) -> pa.Table:
+    """Rows (list of dicts or dict of columns) as an Arrow table of exactly the table's schema."""
+    schema = TABLES[table].schema
+    if isinstance(rows, dict):
+        return pa.Table.from_pydict({n: rows.get(n, [None] * len(next(iter(rows.values()), []))) for n in schema.names}, schema=schema)
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def markdown() -> str:
+    """The table reference in ``schemas/tables.md``, generated from the definitions above."""
+    out = [
+        "# Store tables",
+        "",
+        "Generated by `python -m toolkit.tables` from `toolkit/tables.py`; do not edit by hand.",
+        "Each table is a directory of Parquet files under the store root: `<table>/<partition>/*.parquet`.",
+        "",
+    ]
+    for t in TABLES.values():
+        out += [f"## `{t.name}`", "", t.doc, "", f"One row per {t.grain}. Key: `{', '.join(t.key)}`. "
+                f"Partitioned by `{t.partition}`.", "", "| column | type | null | meaning |", "|---|---|---|---|"]
+        out += [f"| `{c.name}` | {c.type} | {'yes' if c.nullable else 'no'} | {c.doc} |" for c in t.columns]
+        out.append("")
+    return "\n".join(out)
+
+
+def write_docs(root: Path) -> Path:
+    path = root / "schemas" / "tables.md"
+    path.write_text(markdown() + "\n", encoding="utf-8")
+    return path
+
+
+if __name__ == "__main__":
+    print(write_docs(Path(__file__).resolve().parents[1]))
