@@ -1,0 +1,7 @@
+"""``python -m toolkit`` runs the command line."""
+
+import sys
+
+from toolkit.cli import main
+
+sys.exit(main())

@@ -1,0 +1,31 @@
+"""The ``bedside`` command line: a thin layer over the Python API."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from toolkit.cli.common import run_safely
+from toolkit.cli.data import dataset
+from toolkit.cli.results import export_cmd, import_cmd, sql_cmd, summary_cmd
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="bedside")
+def cli() -> None:
+    """bedside: collect, score and analyse BedsideBench evaluations.
+
+    Not for clinical use: BedsideBench scores evaluate AI systems; they are not medical advice.
+    """
+
+
+cli.add_command(dataset)
+cli.add_command(import_cmd)
+cli.add_command(export_cmd)
+cli.add_command(summary_cmd)
+cli.add_command(sql_cmd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_safely(cli, argv if argv is not None else sys.argv[1:])

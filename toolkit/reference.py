@@ -1,0 +1,297 @@
+"""Reference-runner interop: import its append-only JSONL result files, export ours in its format."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from toolkit import protocol
+from toolkit.dataset import Dataset, Problem
+from toolkit.scoring import pass_scores, reference_components
+from toolkit.selection import JudgeSelection, read_runs, scored_passes, select_judgments
+from toolkit.store import Store, StoreError
+from toolkit.summary import SummaryOptions, json_number, summarize_data
+
+
+class ImportError_(ValueError):
+    """A result file that cannot be imported; nothing was written."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(f"{problems[0]}{more}")
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    line: int
+    case_id: str
+    file_score: float
+    recomputed: float
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    run_id: str
+    rows: int
+    completed_cases: int
+    error_rows: int
+    skipped_rows: int  # rows of cases outside the dataset (the reference ignores them too)
+    disagreements: list[Disagreement] = field(default_factory=list)
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+def read_result_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, row) of a reference JSONL file; ImportError_ on unreadable content."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ImportError_([Problem(str(path), "encoding", f"not UTF-8 (byte {error.start})")]) from None
+    except OSError as error:
+        raise ImportError_([Problem(str(path), "file", error.strerror or str(error))]) from None
+    rows, problems = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            problems.append(Problem(f"{path}:{number}", f"column {error.colno}", f"line is not JSON: {error.msg}"))
+            continue
+        if not isinstance(row, dict):
+            problems.append(Problem(f"{path}:{number}", "row", "must be a JSON object"))
+            continue
+        rows.append((number, row))
+    if not rows and not problems:
+        problems.append(Problem(str(path), "content", "empty file: no result rows"))
+    if problems:
+        raise ImportError_(problems)
+    return rows
+
+
+def _check_row(where: str, row: dict, dataset: Dataset, seen: dict[str, Any], problems: list[Problem]) -> bool:
+    """Validate one row; False when it is skipped (case outside the dataset)."""
+    def bad(fld: str, msg: str) -> None:
+        problems.append(Problem(where, fld, msg))
+
+    case_id = row.get("case_id")
+    if not isinstance(case_id, str) or not case_id:
+        bad("case_id", "missing or not a string")
+        return True
+    for key in ("answer_model", "judge_model", "protocol_version"):
+        value = row.get(key)
+        if value is None:
+            continue
+        if key == "protocol_version" and value != protocol.PROTOCOL_VERSION:
+            bad(key, f"{value!r} is not {protocol.PROTOCOL_VERSION!r}")
+        elif seen.setdefault(key, value) != value:
+            bad(key, f"{value!r} but earlier rows have {seen[key]!r}; the file mixes {key.replace('_', ' ')}s")
+    benchmark = row.get("benchmark")
+    if benchmark is not None and benchmark not in dataset.benchmarks:
+        bad("benchmark", f"unknown benchmark {benchmark!r}")
+        return True
+    try:
+        case = dataset.case(case_id)
+    except KeyError:
+        return False
+    for key in ("benchmark", "grading_method"):
+        if row.get(key) is not None and row[key] != case[key]:
+            bad(key, f"{row[key]!r} but case {case_id} is {case[key]!r} in the dataset")
+    is_success = "score" in row and not row.get("error")
+    if not is_success:
+        if not row.get("error"):
+            bad("error", "row has neither a score nor an error")
+        return True
+    if not isinstance(row.get("answer"), str):
+        bad("answer", "missing or not a string")
+    if not isinstance(row["score"], (int, float)) or isinstance(row["score"], bool):
+        bad("score", "not a number")
+    _check_decisions(where, row.get("decisions"), case, bad)
+    return True
+
+
+def _check_decisions(where: str, decisions: Any, case: dict, bad) -> None:
+    if not isinstance(decisions, list):
+        bad("decisions", "missing or not a list")
+        return
+    rubric = {item["item_id"]: item["points"] for item in case["rubric_items"]}
+    seen: set[str] = set()
+    for i, dec in enumerate(decisions):
+        if not isinstance(dec, dict) or not isinstance(dec.get("item_id"), str) or not isinstance(dec.get("matched"), bool):
+            bad(f"decisions[{i}]", "needs a string item_id and a boolean matched")
+            return
+        item_id = dec["item_id"]
+        if item_id not in rubric:
+            bad(f"decisions[{i}].item_id", f"{item_id!r} is not a rubric item of case {case['case_id']}")
+        elif item_id in seen:
+            bad(f"decisions[{i}].item_id", f"duplicate decision for {item_id}")
+        elif "points" in dec and dec["points"] != rubric[item_id]:
+            bad(f"decisions[{i}].points", f"{dec['points']} but the rubric gives {rubric[item_id]}")
+        seen.add(item_id)
+    missing = [i for i in rubric if i not in seen]
+    if missing:
+        bad("decisions", f"no decision for {len(missing)} rubric item(s), first {missing[0]}")
+
+
+def import_reference(store: Store, path: str | Path, dataset: Dataset, run_id: str | None = None,
+                     replace: bool = False) -> ImportReport:
+    """Load a reference result file into the store as one run; all-or-nothing."""
+    path = Path(path)
+    run_id = run_id or path.stem
+    rows = read_result_rows(path)
+    problems: list[Problem] = []
+    seen: dict[str, Any] = {}
+    kept = [(n, r) for n, r in rows if _check_row(f"{path}:{n}", r, dataset, seen, problems)]
+    if problems:
+        raise ImportError_(problems)
+    if store.has_run(run_id) and not replace:
+        raise StoreError(f"{store.root}: run {run_id!r} exists (choose another --run-id or pass --replace)")
+    tables = _tables(run_id, kept)
+    disagreements = _disagreements(tables["_all_decisions"], kept, dataset)
+    answer_efforts = {r.get("answer_reasoning_effort") for _, r in kept if "score" in r}
+    run_row = {
+        "run_id": run_id, "answer_model": seen.get("answer_model"), "judge_model": seen.get("judge_model"),
+        "protocol_version": protocol.PROTOCOL_VERSION, "dataset_sha256": dataset.sha256, "source": "imported",
+        "source_file": str(path), "answer_reasoning_effort": answer_efforts.pop() if len(answer_efforts) == 1 else None,
+        "created_at": now_iso(), "settings": json.dumps({"rows": len(rows), "skipped_rows": len(rows) - len(kept)}),
+    }
+    if replace:
+        store.delete_run(run_id)
+    store.write_dataset(dataset)
+    try:
+        for table in ("answers", "judgments", "decisions"):
+            store.write(table, run_id, tables[table])
+        store.write("runs", run_id, [run_row])  # last: the run exists only once all its rows do
+    except BaseException:
+        store.delete_run(run_id)
+        raise
+    completed = len({r["case_id"] for _, r in kept if "score" in r and not r.get("error")})
+    return ImportReport(run_id, len(rows), completed, sum(1 for _, r in kept if r.get("error")),
+                        len(rows) - len(kept), disagreements)
+
+
+def _tables(run_id: str, kept: list[tuple[int, dict]]) -> dict[str, Any]:
+    answers, judgments, all_decisions = [], [], []
+    attempts: dict[str, int] = {}
+    judge_attempts: dict[str, int] = {}
+    last_success: dict[str, tuple[int, dict]] = {}
+    for number, row in kept:
+        case_id = row["case_id"]
+        attempt = attempts[case_id] = attempts.get(case_id, 0) + 1
+        success = "score" in row and not row.get("error")
+        answers.append({
+            "run_id": run_id, "case_id": case_id, "attempt": attempt, "seq": number,
+            "answer_model": row.get("answer_model"), "answer": row.get("answer") if success else None,
+            "answer_temperature": row.get("answer_temperature"), "reasoning_effort": row.get("answer_reasoning_effort"),
+            "started_at": row.get("started_at"), "finished_at": row.get("finished_at"),
+            "error": None if success else str(row.get("error")),
+        })
+        if not success:
+            continue
+        j_attempt = judge_attempts[case_id] = judge_attempts.get(case_id, 0) + 1
+        judgments.append({
+            "run_id": run_id, "case_id": case_id, "judge_model": row.get("judge_model") or "", "judge_pass": 1,
+            "attempt": j_attempt, "answer_attempt": attempt, "seq": number,
+            "judge_temperature": row.get("judge_temperature"), "started_at": row.get("started_at"),
+            "finished_at": row.get("finished_at"), "elapsed_seconds": row.get("elapsed_seconds"),
+            "reported_score": float(row["score"]),
+            "reported_components": json.dumps(row.get("score_components"), ensure_ascii=False),
+        })
+        for dec in row["decisions"]:
+            all_decisions.append({"run_id": str(number), "case_id": case_id, "judge_model": "", "judge_pass": 1,
+                                  "item_id": dec["item_id"], "matched": dec["matched"]})
+        last_success[case_id] = (number, {**row, "_attempt": j_attempt})
+    decisions = [
+        {"run_id": run_id, "case_id": case_id, "judge_model": row.get("judge_model") or "", "judge_pass": 1,
+         "item_id": dec["item_id"], "matched": dec["matched"], "judgment_attempt": row["_attempt"]}
+        for case_id, (_, row) in last_success.items() for dec in row["decisions"]
+    ]
+    return {"answers": answers, "judgments": judgments, "decisions": decisions, "_all_decisions": all_decisions}
+
+
+def _disagreements(all_decisions: list[dict], kept: list[tuple[int, dict]], dataset: Dataset) -> list[Disagreement]:
+    if not all_decisions:
+        return []
+    scores = pass_scores(pl.DataFrame(all_decisions, schema_overrides={"judge_pass": pl.Int32}), dataset.rubric_items)
+    recomputed = {(int(r), c): s for r, c, s in scores.select("run_id", "case_id", "score").iter_rows()}
+    out = []
+    for number, row in kept:
+        key = (number, row["case_id"])
+        if key in recomputed and float(row["score"]) != recomputed[key]:
+            out.append(Disagreement(number, row["case_id"], float(row["score"]), recomputed[key]))
+    return out
+
+
+# -- export ----------------------------------------------------------------
+
+def export_reference(store: Store, run_id: str, out: str | Path,
+                     selection: JudgeSelection = JudgeSelection(passes=(1,))) -> tuple[Path, Path]:
+    """Write a run as reference-format rows (one success row per completed case at the place of its
+    first success, error rows where attempts failed) and ``<out>.summary.json``."""
+    out = Path(out)
+    data = read_runs(store, [run_id])
+    judgments, decisions = select_judgments(data, selection)
+    scores = scored_passes(data, decisions).sort("case_id")
+    cases = {c["case_id"]: c for c in data.cases.filter(
+        pl.col("dataset_sha256") == data.runs["dataset_sha256"][0]).iter_rows(named=True)}
+    items = data.rubric_items.filter(pl.col("dataset_sha256") == data.runs["dataset_sha256"][0]).sort("case_id", "item_index")
+    points = {i: p for i, p in items.select("item_id", "points").iter_rows()}
+    by_case_items = {k[0]: v["item_id"].to_list() for k, v in items.group_by("case_id")}
+    matched = {(c, i): m for c, i, m in decisions.select("case_id", "item_id", "matched").iter_rows()}
+    answers = {(r["case_id"], r["attempt"]): r for r in data.answers.iter_rows(named=True)}
+    run = data.runs.row(0, named=True)
+    lines: list[tuple[int, int, dict]] = []
+    ok = judgments.filter(pl.col("error").is_null()).sort("seq")
+    first_seq = {c: s for c, s in ok.group_by("case_id").agg(pl.col("seq").min()).iter_rows()}
+    for score in scores.iter_rows(named=True):
+        case_id = score["case_id"]
+        if case_id not in cases or case_id not in first_seq:
+            continue
+        judgment = ok.filter(pl.col("case_id") == case_id).row(-1, named=True)
+        answer = answers[(case_id, judgment["answer_attempt"])]
+        lines.append((first_seq[case_id], 1, {
+            "protocol_version": run["protocol_version"], "case_id": case_id,
+            "benchmark": cases[case_id]["benchmark"], "grading_method": cases[case_id]["grading_method"],
+            "answer_model": answer["answer_model"], "judge_model": judgment["judge_model"],
+            "answer_reasoning_effort": answer["reasoning_effort"],
+            "answer_temperature": json_number(answer["answer_temperature"]),
+            "judge_temperature": json_number(judgment["judge_temperature"]),
+            "started_at": answer["started_at"], "finished_at": judgment["finished_at"],
+            "elapsed_seconds": judgment["elapsed_seconds"], "answer": answer["answer"],
+            "decisions": [{"item_id": i, "points": json_number(points[i]), "matched": matched[(case_id, i)]}
+                          for i in by_case_items[case_id]],
+            "score": score["score"], "score_components": reference_components(score),
+        }))
+    terminal = judgments.filter(pl.col("error").is_not_null()).join(
+        judgments.group_by("case_id", "answer_attempt").agg(pl.col("attempt").max().alias("_last")),
+        on=["case_id", "answer_attempt"]).filter(pl.col("attempt") == pl.col("_last"))
+    failures = pl.concat([
+        data.answers.filter(pl.col("error").is_not_null()).select("case_id", "seq", "finished_at", "error"),
+        terminal.select("case_id", "seq", "finished_at", "error"),
+    ])
+    for case_id, seq, finished, error in failures.iter_rows():
+        if case_id in cases:
+            lines.append((seq, 0, {
+                "protocol_version": run["protocol_version"], "case_id": case_id,
+                "benchmark": cases[case_id]["benchmark"], "grading_method": cases[case_id]["grading_method"],
+                "answer_model": run["answer_model"], "judge_model": run["judge_model"],
+                "finished_at": finished, "error": error[: protocol.ERROR_TEXT_LIMIT],
+            }))
+    lines.sort(key=lambda t: (t[0], t[1]))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for _, _, r in lines), encoding="utf-8")
+    tmp.replace(out)
+    summary = summarize_data(data, [run_id], SummaryOptions(order="reference", selection=selection))[run_id]
+    summary_path = out.with_name(out.name[: -len(".jsonl")] + ".summary.json" if out.name.endswith(".jsonl")
+                                 else out.name + ".summary.json")
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return out, summary_path

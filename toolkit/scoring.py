@@ -1,0 +1,144 @@
+"""Case scores recomputed from stored decisions and the rubric, exactly as the reference scores them.
+
+Points rubric: raw = matched signed points / available positive points, clamped
+to [0, 1], not rounded. F1-weighted rubric: severity-weighted precision and
+recall, F1 = 2PR/(P+R); the three are rounded like Python's ``round(x, 4)``
+(half-even on the exact binary value) and the case score is the rounded F1.
+Sums run in rubric order so that they equal the reference's left-to-right sums.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from toolkit import protocol
+
+PASS_KEY = ["run_id", "case_id", "judge_model", "judge_pass"]
+
+
+def py_round(values: np.ndarray, ndigits: int) -> np.ndarray:
+    """Element-wise ``round(x, ndigits)`` with CPython's exact semantics (nan stays nan)."""
+    values = np.asarray(values, dtype=np.float64)
+    scale = 10.0**ndigits
+    scaled = values * scale
+    out = np.round(scaled) / scale
+    # Away from a half-way point the scaled product's own rounding error cannot change the
+    # result; close to one, ask Python itself (rare: a handful of values in a run).
+    frac = np.abs(scaled - np.floor(scaled))
+    near = np.isfinite(scaled) & (np.abs(frac - 0.5) < 1e-6)
+    for i in np.flatnonzero(near):
+        out[i] = round(float(values[i]), ndigits)
+    return out
+
+
+def _round_expr(expr: pl.Expr) -> pl.Expr:
+    digits = protocol.F1_ROUND_DIGITS
+    return expr.map_batches(lambda s: pl.Series(s.name, py_round(s.to_numpy(), digits)), return_dtype=pl.Float64)
+
+
+def pass_scores(decisions: pl.DataFrame, rubric_items: pl.DataFrame) -> pl.DataFrame:
+    """One row per run x case x judge x pass: score and its components.
+
+    ``decisions`` has the ``decisions`` table's columns; ``rubric_items`` those of the
+    ``rubric_items`` table (one dataset). Every decision set must cover its case's rubric
+    exactly; anything else raises ValueError naming the run, case and judge pass.
+    """
+    items = rubric_items.select("case_id", "item_id", "item_index", "benchmark", "grading_method",
+                                "points", "severity_class", "weight")
+    joined = decisions.select(*PASS_KEY, "item_id", "matched").join(items, on=["case_id", "item_id"], how="left")
+    unknown = joined.filter(pl.col("item_index").is_null())
+    if unknown.height:
+        row = unknown.row(0, named=True)
+        raise ValueError(f"decisions: item_id {row['item_id']!r} is not in the rubric of case {row['case_id']} "
+                         f"(run {row['run_id']}, judge {row['judge_model']} pass {row['judge_pass']})")
+    joined = joined.sort([*PASS_KEY, "item_index"])
+    m = pl.col("matched")
+    pts = pl.col("points")
+    klass = pl.col("severity_class")
+    w = pl.col("weight")
+    positive = klass >= protocol.POSITIVE_CLASS_MIN
+
+    def seq_sum(expr: pl.Expr) -> pl.Expr:
+        # Running sum in rubric order, last value: the reference's left-to-right sum.
+        return expr.cum_sum().last()
+
+    agg = joined.group_by(PASS_KEY, maintain_order=True).agg(
+        pl.col("benchmark").first(),
+        pl.col("grading_method").first(),
+        pl.len().alias("n_decided"),
+        m.sum().cast(pl.Int32).alias("n_matched"),
+        seq_sum(pl.when(m).then(pts).otherwise(0.0)).alias("matched_signed_points"),
+        seq_sum(pts.clip(lower_bound=0.0)).alias("available_positive_points"),
+        seq_sum(pl.when(positive).then(w).otherwise(0.0)).alias("_pos_w"),
+        seq_sum(pl.when(positive & m).then(w).otherwise(0.0)).alias("_pos_w_matched"),
+        seq_sum(pl.when(m).then(w).otherwise(0.0)).alias("_matched_w"),
+        ((klass == protocol.SEVERE_OMISSION_CLASS) & ~m).sum().cast(pl.Int32).alias("severe_omissions"),
+        ((klass == protocol.SEVERE_COMMISSION_CLASS) & m).sum().cast(pl.Int32).alias("severe_commissions"),
+    )
+    n_items = rubric_items.group_by("case_id").agg(pl.len().alias("_n_items"))
+    agg = agg.join(n_items, on="case_id", how="left")
+    short = agg.filter(pl.col("n_decided") != pl.col("_n_items"))
+    if short.height:
+        row = short.row(0, named=True)
+        raise ValueError(f"decisions: case {row['case_id']} has {row['n_decided']} decisions for "
+                         f"{row['_n_items']} rubric items (run {row['run_id']}, judge {row['judge_model']} "
+                         f"pass {row['judge_pass']})")
+    points_case = pl.col("grading_method") == protocol.POINTS_RUBRIC
+    raw = pl.col("matched_signed_points") / pl.col("available_positive_points")
+    recall = pl.when(pl.col("_pos_w") > 0).then(pl.col("_pos_w_matched") / pl.col("_pos_w")).otherwise(0.0)
+    precision = pl.when(pl.col("_matched_w") > 0).then(pl.col("_pos_w_matched") / pl.col("_matched_w"))
+    f1 = pl.when(precision.is_not_null() & ((precision + recall) > 0)).then(
+        pl.lit(2.0) * precision * recall / (precision + recall)).otherwise(0.0)
+    out = agg.with_columns(
+        raw_score=pl.when(points_case).then(raw),
+        precision=pl.when(~points_case).then(_round_expr(precision)),
+        recall=pl.when(~points_case).then(_round_expr(recall)),
+        f1=pl.when(~points_case).then(_round_expr(f1)),
+        severe_rate=pl.when(~points_case).then(
+            ((pl.col("severe_omissions") + pl.col("severe_commissions")) > 0).cast(pl.Float64)),
+        matched_signed_points=pl.when(points_case).then(pl.col("matched_signed_points")),
+        available_positive_points=pl.when(points_case).then(pl.col("available_positive_points")),
+        matched_positive_weight=pl.when(~points_case).then(pl.col("_pos_w_matched")),
+        positive_weight=pl.when(~points_case).then(pl.col("_pos_w")),
+        matched_weight=pl.when(~points_case).then(pl.col("_matched_w")),
+    ).with_columns(
+        score=pl.when(points_case).then(pl.col("raw_score").clip(0.0, 1.0)).otherwise(pl.col("f1")),
+    )
+    return out.select(
+        *PASS_KEY, "benchmark", "grading_method", "score", "n_decided", "n_matched",
+        "matched_signed_points", "available_positive_points", "raw_score",
+        "precision", "recall", "f1", "severe_rate", "severe_omissions", "severe_commissions",
+        "matched_positive_weight", "positive_weight", "matched_weight",
+    )
+
+
+def reference_components(row: dict) -> dict:
+    """``score_components`` of a reference result row, from one ``pass_scores`` row."""
+    if row["grading_method"] == protocol.POINTS_RUBRIC:
+        return {
+            "matched_signed_points": row["matched_signed_points"],
+            "available_positive_points": row["available_positive_points"],
+            "raw_score": row["raw_score"],
+        }
+    return {
+        "f1_weighted": row["f1"],
+        "precision_weighted": row["precision"],
+        "recall_weighted": row["recall"],
+        "severe_rate": row["severe_rate"],
+    }
+
+
+def case_scores(passes: pl.DataFrame) -> pl.DataFrame:
+    """One row per run x case: the mean score over the judge passes given (select them first)."""
+    return passes.group_by("run_id", "case_id", maintain_order=True).agg(
+        pl.col("benchmark").first(),
+        pl.col("grading_method").first(),
+        pl.col("score").mean().alias("score"),
+        pl.len().cast(pl.Int32).alias("passes"),
+        pl.col("judge_model").n_unique().cast(pl.Int32).alias("judges"),
+        pl.col("score").std().alias("pass_score_sd"),
+        pl.col("precision").mean(),
+        pl.col("recall").mean(),
+        pl.col("severe_rate").mean(),
+    )

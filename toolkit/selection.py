@@ -1,0 +1,89 @@
+"""Which judge and passes of a run are scored, and the per-case frame every summary starts from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from toolkit.scoring import case_scores, pass_scores
+from toolkit.store import Store, StoreError
+
+
+@dataclass(frozen=True)
+class JudgeSelection:
+    """``judge``: a judge model (default: each run's primary judge); ``passes``: pass numbers (default: all)."""
+
+    judge: str | None = None
+    passes: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class RunData:
+    """The stored rows of some runs, read once."""
+
+    runs: pl.DataFrame
+    answers: pl.DataFrame
+    judgments: pl.DataFrame
+    decisions: pl.DataFrame
+    cases: pl.DataFrame
+    rubric_items: pl.DataFrame
+
+
+def read_runs(store: Store, run_ids: list[str]) -> RunData:
+    for run_id in run_ids:
+        store.run(run_id)  # raises a clear error for an unknown run
+    runs = store.read("runs", run_ids).unique("run_id", keep="last", maintain_order=True)
+    shas = runs["dataset_sha256"].unique().to_list()
+    missing = [s for s in shas if not store.has_dataset(s)]
+    if missing:
+        raise StoreError(f"{store.root}: dataset {missing[0]} of the selected runs is not stored")
+    cases = store.read("cases").filter(pl.col("dataset_sha256").is_in(shas))
+    items = store.read("rubric_items").filter(pl.col("dataset_sha256").is_in(shas))
+    return RunData(runs, store.read("answers", run_ids), store.read("judgments", run_ids),
+                   store.read("decisions", run_ids), cases, items)
+
+
+def select_judgments(data: RunData, selection: JudgeSelection) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(judgments, decisions) of the selected judge and passes of every run."""
+    judge_of = data.runs.select("run_id", pl.col("judge_model").alias("_judge"))
+    if selection.judge is not None:
+        judge_of = judge_of.with_columns(_judge=pl.lit(selection.judge))
+
+    def pick(frame: pl.DataFrame) -> pl.DataFrame:
+        out = frame.join(judge_of, on="run_id").filter(pl.col("judge_model") == pl.col("_judge")).drop("_judge")
+        if selection.passes is not None:
+            out = out.filter(pl.col("judge_pass").is_in(list(selection.passes)))
+        return out
+
+    return pick(data.judgments), pick(data.decisions)
+
+
+def scored_passes(data: RunData, decisions: pl.DataFrame) -> pl.DataFrame:
+    """``pass_scores`` of the given decisions, each run scored against its own dataset's rubric."""
+    frames = []
+    for sha, runs in data.runs.group_by("dataset_sha256"):
+        ids = runs["run_id"].to_list()
+        part = decisions.filter(pl.col("run_id").is_in(ids))
+        items = data.rubric_items.filter(pl.col("dataset_sha256") == sha[0])
+        frames.append(pass_scores(part, items))
+    return pl.concat(frames) if frames else pass_scores(decisions, data.rubric_items)
+
+
+def per_case(data: RunData, selection: JudgeSelection = JudgeSelection()) -> pl.DataFrame:
+    """One row per run x completed case: score (mean over passes), dataset position, completion
+    order (first successful judgment's seq) and the score the source file reported, if any."""
+    judgments, decisions = select_judgments(data, selection)
+    passes = scored_passes(data, decisions)
+    scores = case_scores(passes)
+    ok = judgments.filter(pl.col("error").is_null())
+    first = ok.group_by("run_id", "case_id").agg(pl.col("seq").min().alias("first_success_seq"))
+    # The reference keeps the score written on the LAST successful row of a case.
+    reported = ok.sort("seq").group_by("run_id", "case_id").agg(pl.col("reported_score").last())
+    position = data.runs.select("run_id", "dataset_sha256").join(
+        data.cases.select("dataset_sha256", "case_id", "position"), on="dataset_sha256")
+    return (
+        scores.join(position.drop("dataset_sha256"), on=["run_id", "case_id"], how="inner")
+        .join(first, on=["run_id", "case_id"], how="left")
+        .join(reported, on=["run_id", "case_id"], how="left")
+    )

@@ -1,0 +1,151 @@
+"""The reference summary object of a run, exactly as the reference runner writes it.
+
+Two orders: ``reference`` takes each benchmark's scores in completion order
+(the first successful row of a case fixes its place) and the score written by
+the source file when there is one, as the reference runner does; ``dataset``
+takes them in dataset order, recomputed, so identical results give identical
+intervals however they were collected. ``auto`` (the default) uses ``reference``
+for imported runs and ``dataset`` for collected ones.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import polars as pl
+
+from toolkit.bootstrap import BootstrapSettings, reference_intervals
+from toolkit.selection import JudgeSelection, RunData, per_case, read_runs, select_judgments
+from toolkit.store import Store
+
+Order = Literal["auto", "reference", "dataset"]
+SUMMARY_FIELDS = (
+    "protocol_version", "dataset_sha256", "answer_model", "judge_model", "answer_temperature",
+    "judge_temperature", "judge_passes_per_answer", "started_at", "finished_at", "completed_cases",
+    "errors", "overall_macro_mean", "overall_ci95", "benchmarks", "bootstrap_samples", "bootstrap_seed",
+)
+
+
+@dataclass(frozen=True)
+class SummaryOptions:
+    order: Order = "auto"
+    bootstrap: BootstrapSettings = BootstrapSettings()
+    selection: JudgeSelection = JudgeSelection()
+
+
+def summarize(store: Store, run_ids: list[str], options: SummaryOptions = SummaryOptions()) -> dict[str, dict]:
+    """run id -> reference summary object (fields and field order of the reference runner)."""
+    data = read_runs(store, run_ids)
+    return summarize_data(data, run_ids, options)
+
+
+def summarize_data(data: RunData, run_ids: list[str], options: SummaryOptions) -> dict[str, dict]:
+    cases = per_case(data, options.selection)
+    reference = cases.with_columns(score=pl.coalesce("reported_score", "score")).sort("run_id", "first_success_seq")
+    dataset = cases.sort("run_id", "position")
+    facts = _run_facts(data, options.selection)
+    out: dict[str, dict] = {}
+    for run_id in run_ids:
+        run = data.runs.filter(pl.col("run_id") == run_id).row(0, named=True)
+        frame = reference if resolve_order(options.order, run) == "reference" else dataset
+        out[run_id] = _summary(run, frame.filter(pl.col("run_id") == run_id), facts.get(run_id, {}), options)
+    return out
+
+
+def resolve_order(order: Order, run: dict) -> Literal["reference", "dataset"]:
+    """``auto`` -> reference order for imported runs (to reproduce their source), dataset otherwise."""
+    if order == "auto":
+        return "reference" if run["source"] == "imported" else "dataset"
+    return order
+
+
+def _summary(run: dict, frame: pl.DataFrame, facts: dict, options: SummaryOptions) -> dict[str, Any]:
+    values = {b[0]: s["score"].to_list() for b, s in frame.group_by("benchmark", maintain_order=True)}
+    names = sorted(values)
+    intervals = reference_intervals({n: values[n] for n in names}, options.bootstrap)
+    benchmarks = {
+        n: {"n": len(values[n]), "mean": math.fsum(values[n]) / len(values[n]), "ci95": list(intervals.benchmarks[n])}
+        for n in names
+    }
+    overall = math.fsum(b["mean"] for b in benchmarks.values()) / len(benchmarks) if benchmarks else math.nan
+    summary = {
+        "protocol_version": run["protocol_version"],
+        "dataset_sha256": run["dataset_sha256"],
+        "answer_model": facts.get("answer_model"),
+        "judge_model": facts.get("judge_model"),
+        "answer_temperature": json_number(facts.get("answer_temperature")),
+        "judge_temperature": json_number(facts.get("judge_temperature")),
+        "judge_passes_per_answer": facts.get("passes", 1),
+        "started_at": facts.get("started_at"),
+        "finished_at": facts.get("finished_at"),
+        "completed_cases": frame.height,
+        "errors": facts.get("errors", 0),
+        "overall_macro_mean": overall,
+        "overall_ci95": list(intervals.overall),
+        "benchmarks": benchmarks,
+        "bootstrap_samples": options.bootstrap.samples,
+        "bootstrap_seed": options.bootstrap.seed,
+    }
+    assert tuple(summary) == SUMMARY_FIELDS
+    return summary
+
+
+def json_number(value: float | None) -> float | int | None:
+    """Temperatures as the reference writes them: the protocol's integers stay integers."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return int(value) if float(value).is_integer() else value
+
+
+def _run_facts(data: RunData, selection: JudgeSelection) -> dict[str, dict]:
+    """Per run: models and temperatures of the successful rows (null when they disagree), time span,
+    passes, and errors (cases whose latest event is a failure), over cases of the run's dataset."""
+    judgments, _ = select_judgments(data, selection)
+    in_dataset = data.runs.select("run_id", "dataset_sha256").join(
+        data.cases.select("dataset_sha256", "case_id"), on="dataset_sha256").drop("dataset_sha256")
+    answers = data.answers.join(in_dataset, on=["run_id", "case_id"])
+    judgments = judgments.join(in_dataset, on=["run_id", "case_id"])
+    # Like the reference, only each case's winning (last successful) row speaks for models and temperatures.
+    winners = judgments.filter(pl.col("error").is_null()).sort("seq").group_by(
+        "run_id", "case_id", "judge_model", "judge_pass").last()
+    ok = winners.join(
+        answers.select("run_id", "case_id", pl.col("attempt").alias("answer_attempt"), "answer_model",
+                       "answer_temperature"), on=["run_id", "case_id", "answer_attempt"], how="left")
+    pairs = ok.group_by("run_id").agg(
+        pl.struct("answer_model", "judge_model").unique().alias("models"),
+        pl.struct("answer_temperature", "judge_temperature").unique().alias("temps"),
+        pl.col("judge_pass").n_unique().alias("passes"),
+    )
+    # Latest event per case: answers and judgments share seq on imported rows; the judgment is later.
+    events = pl.concat([
+        answers.select("run_id", "case_id", "seq", pl.lit(0).alias("stage"), "error", "started_at", "finished_at"),
+        judgments.select("run_id", "case_id", "seq", pl.lit(1).alias("stage"), "error", "started_at", "finished_at"),
+    ])
+    latest = events.sort("seq", "stage").group_by("run_id", "case_id").agg(pl.col("error").last())
+    errors = latest.group_by("run_id").agg(pl.col("error").is_not_null().sum().alias("errors"))
+    span = events.group_by("run_id").agg(
+        pl.col("started_at").filter(pl.col("started_at") != "").min(),
+        pl.col("finished_at").filter(pl.col("finished_at") != "").max(),
+    )
+    facts: dict[str, dict] = {}
+    for row in pairs.iter_rows(named=True):
+        one_model = row["models"][0] if len(row["models"]) == 1 else {}
+        one_temp = row["temps"][0] if len(row["temps"]) == 1 else {}
+        facts[row["run_id"]] = {
+            "answer_model": one_model.get("answer_model"), "judge_model": one_model.get("judge_model"),
+            "answer_temperature": one_temp.get("answer_temperature"),
+            "judge_temperature": one_temp.get("judge_temperature"), "passes": row["passes"],
+        }
+    for row in errors.iter_rows(named=True):
+        facts.setdefault(row["run_id"], {})["errors"] = row["errors"]
+    for row in span.iter_rows(named=True):
+        facts.setdefault(row["run_id"], {}).update(started_at=row["started_at"], finished_at=row["finished_at"])
+    return facts
+
+
+def to_json(summaries: dict[str, dict]) -> str:
+    """The summaries as JSON text (NaN written as the reference's ``json.dumps`` writes it)."""
+    return json.dumps(summaries, indent=2)
