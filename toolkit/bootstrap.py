@@ -159,9 +159,9 @@ def _draw_scan(stream: MT19937Stream, sizes: tuple[int, ...], samples: int) -> n
             accepted[ambiguous_pos[taken]] = True
         positions = np.flatnonzero(accepted)[:remaining]
         used = positions.size
-        if lo == hi:
+        if len(set(block_shift)) == 1:
             shifts: np.ndarray | int = block_shift[0]
-        else:  # the period's shift pattern, starting at the draw reached
+        else:  # the period's shift pattern from the draw reached (1, 2, 4.. share a threshold, not k)
             shifts = np.resize(np.roll(shift_period, -(filled % length)), used)
         out[filled:filled + used] = raw[positions] >> shifts
         filled += used
@@ -283,17 +283,18 @@ def resample_means(values: Sequence[float] | np.ndarray, indices: np.ndarray,
     """``sum(values[i] for i in row) / n`` for every row of a (samples, n) index array, as CPython computes it."""
     vals = np.asarray(values, dtype=np.float64)
     idx = np.asarray(indices)
+    if idx.ndim != 2 or idx.shape[1] == 0:
+        raise ValueError(f"indices must be a (samples, n) array with n >= 1, got shape {idx.shape}")
     samples, n = idx.shape
     # Column j of every resample at once: a gather on the transposed indices gives rows.
-    columns = vals[idx.T] if n else np.empty((0, samples))
+    columns = vals[idx.T]
     # CPython starts at int 0; its first float is 0 + x (turns -0.0 into 0.0), then adds.
     total = np.zeros(samples)
     if summation == "sequential":
         for column in columns:
             total += column
     elif summation == "compensated":
-        if n:
-            total = total + columns[0]
+        total = total + columns[0]
         comp = np.zeros(samples)
         for column in columns[1:]:
             # CPython 3.12 builtin sum(), float path: Neumaier's improved Kahan-Babuska.

@@ -84,6 +84,10 @@ class Store:
 
     def write(self, table: str, key: str, rows: pa.Table | list[dict]) -> Path | None:
         """Append rows to a partition as one new part file (atomic); None when there are no rows."""
+        return self.write_tagged(table, key, rows, uuid.uuid4().hex[:8])
+
+    def write_tagged(self, table: str, key: str, rows: pa.Table | list[dict], tag: str) -> Path | None:
+        """``write`` with a caller-chosen hex tag in the file name (journals use it to stay idempotent)."""
         data = rows if isinstance(rows, pa.Table) else to_arrow(table, rows)
         if data.num_rows == 0:
             return None
@@ -91,7 +95,7 @@ class Store:
         folder = self.partition_dir(table, key)
         folder.mkdir(parents=True, exist_ok=True)
         seq = _next_seq(folder)
-        return _atomic_write(data, folder / f"part-{seq:012d}-{uuid.uuid4().hex[:8]}.parquet")
+        return _atomic_write(data, folder / f"part-{seq:012d}-{tag}.parquet")
 
     def compact(self, table: str, key: str) -> None:
         """Merge a partition's visible files into one; safe against a crash at any point."""
@@ -155,8 +159,8 @@ class Store:
 
     def delete_run(self, run_id: str) -> None:
         """Remove a run: its ``runs`` row first (so it stops being a run), then its data."""
-        for table in RUN_TABLES:
-            folder = self.partition_dir(table, run_id)
+        for table in (*RUN_TABLES[::-1], "journal"):
+            folder = self.root / table / safe_segment(run_id) if table == "journal" else self.partition_dir(table, run_id)
             if folder.exists():
                 trash = folder.with_name(f".trash-{uuid.uuid4().hex[:8]}")
                 os.replace(folder, trash)
