@@ -43,7 +43,7 @@ DEFAULT_SUMMATION: Final[Summation] = "sequential" if sys.version_info < (3, 12)
 _MAX_SIZE: Final = 2**32 - 1  # beyond this randrange reads more than one 32-bit word per try
 _CHUNK: Final = 1 << 22  # raw outputs a scan examines at once: bounds memory (~60 MB peak)
 _SEGMENT_CHUNK: Final = 1 << 20  # smaller: block jumps keep a position array per threshold
-_CACHE_ENTRIES: Final = 8
+_CACHE_ENTRIES: Final = 4  # an entry holds 2 x samples x cases indices: 20 MB at 10k x 500 (uint16)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,51 @@
+"""Shared fixtures. Tests that need the real public split use ``shared_bench``: it skips on a
+developer machine without ../shared/bedside-bench, and fails in CI (CI=true), where it must exist."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_BENCH = Path(os.environ.get("BEDSIDE_SHARED_BENCH", ROOT.parent / "shared" / "bedside-bench"))
+SAMPLE = ROOT / "data" / "sample"
+
+
+@pytest.fixture(scope="session")
+def shared_bench() -> Path:
+    if not (SHARED_BENCH / "registry.json").is_file():
+        message = f"the public split is missing at {SHARED_BENCH}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{message}; CI must have it")
+        pytest.skip(message)
+    return SHARED_BENCH
+
+
+@pytest.fixture(scope="session")
+def public_dataset(shared_bench: Path):
+    from toolkit.dataset import load_dataset
+
+    return load_dataset(shared_bench)
+
+
+@pytest.fixture(scope="session")
+def sample_dataset():
+    from toolkit.dataset import load_dataset
+
+    return load_dataset(SAMPLE)
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    from toolkit.store import Store
+
+    return Store.open(tmp_path / "store")
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under root with its bytes (to prove a failed command left a store untouched)."""
+    if not root.exists():
+        return {}
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
