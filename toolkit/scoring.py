@@ -34,7 +34,9 @@ def py_round(values: np.ndarray, ndigits: int) -> np.ndarray:
 
 def _round_expr(expr: pl.Expr) -> pl.Expr:
     digits = protocol.F1_ROUND_DIGITS
-    return expr.map_batches(lambda s: pl.Series(s.name, py_round(s.to_numpy(), digits)), return_dtype=pl.Float64)
+    # Nulls (undefined precision) travel through numpy as NaN and come back as nulls.
+    return expr.map_batches(lambda s: pl.Series(s.name, py_round(s.to_numpy(), digits)).fill_nan(None),
+                            return_dtype=pl.Float64)
 
 
 def pass_scores(decisions: pl.DataFrame, rubric_items: pl.DataFrame) -> pl.DataFrame:
