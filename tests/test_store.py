@@ -70,7 +70,7 @@ def test_journal_survives_a_torn_tail_and_never_duplicates(store: Store) -> None
     journal.append_many([("judgments", {"run_id": "r", "case_id": "c0", "judge_model": "j", "judge_pass": 1,
                                         "attempt": 1, "seq": 1}),
                          ("decisions", {"run_id": "r", "case_id": "c0", "judge_model": "j", "judge_pass": 1,
-                                        "item_id": "i_0", "matched": True})])
+                                        "item_id": "i_0", "matched": True, "judgment_attempt": 1})])
     path = next(journal.folder.glob("*.jsonl"))
     with open(path, "ab") as handle:
         handle.write(b'[{"t":"answers","r":{"run_id":"r","case_')  # killed mid-write

@@ -13,7 +13,7 @@ import polars as pl
 from toolkit import protocol
 from toolkit.dataset import Dataset, Problem
 from toolkit.scoring import pass_scores, reference_components
-from toolkit.selection import JudgeSelection, read_runs, scored_passes, select_judgments
+from toolkit.selection import JudgeSelection, read_runs, select_judgments
 from toolkit.store import Store, StoreError
 from toolkit.summary import SummaryOptions, json_number, summarize_data
 
@@ -179,10 +179,9 @@ def import_reference(store: Store, path: str | Path, dataset: Dataset, run_id: s
 
 
 def _tables(run_id: str, kept: list[tuple[int, dict]]) -> dict[str, Any]:
-    answers, judgments, all_decisions = [], [], []
+    answers, judgments, decisions, all_decisions = [], [], [], []
     attempts: dict[str, int] = {}
     judge_attempts: dict[str, int] = {}
-    last_success: dict[str, tuple[int, dict]] = {}
     for number, row in kept:
         case_id = row["case_id"]
         attempt = attempts[case_id] = attempts.get(case_id, 0) + 1
@@ -208,12 +207,9 @@ def _tables(run_id: str, kept: list[tuple[int, dict]]) -> dict[str, Any]:
         for dec in row["decisions"]:
             all_decisions.append({"run_id": str(number), "case_id": case_id, "judge_model": "", "judge_pass": 1,
                                   "item_id": dec["item_id"], "matched": dec["matched"]})
-        last_success[case_id] = (number, {**row, "_attempt": j_attempt})
-    decisions = [
-        {"run_id": run_id, "case_id": case_id, "judge_model": row.get("judge_model") or "", "judge_pass": 1,
-         "item_id": dec["item_id"], "matched": dec["matched"], "judgment_attempt": row["_attempt"]}
-        for case_id, (_, row) in last_success.items() for dec in row["decisions"]
-    ]
+            decisions.append({"run_id": run_id, "case_id": case_id, "judge_model": row.get("judge_model") or "",
+                              "judge_pass": 1, "item_id": dec["item_id"], "matched": dec["matched"],
+                              "judgment_attempt": j_attempt})
     return {"answers": answers, "judgments": judgments, "decisions": decisions, "_all_decisions": all_decisions}
 
 
@@ -234,30 +230,32 @@ def _disagreements(all_decisions: list[dict], kept: list[tuple[int, dict]], data
 
 def export_reference(store: Store, run_id: str, out: str | Path,
                      selection: JudgeSelection = JudgeSelection(passes=(1,))) -> tuple[Path, Path]:
-    """Write a run as reference-format rows (one success row per completed case at the place of its
-    first success, error rows where attempts failed) and ``<out>.summary.json``."""
+    """Write a run as reference-format rows, in completion order: a success row for every valid judge
+    reply of the selected judge pass, an error row for every attempt that failed; plus
+    ``<out>.summary.json``. The reference runner reading the file gets the summary we print."""
     out = Path(out)
     data = read_runs(store, [run_id])
-    judgments, decisions = select_judgments(data, selection)
-    scores = scored_passes(data, decisions).sort("case_id")
-    cases = {c["case_id"]: c for c in data.cases.filter(
-        pl.col("dataset_sha256") == data.runs["dataset_sha256"][0]).iter_rows(named=True)}
-    items = data.rubric_items.filter(pl.col("dataset_sha256") == data.runs["dataset_sha256"][0]).sort("case_id", "item_index")
-    points = {i: p for i, p in items.select("item_id", "points").iter_rows()}
-    by_case_items = {k[0]: v["item_id"].to_list() for k, v in items.group_by("case_id")}
-    matched = {(c, i): m for c, i, m in decisions.select("case_id", "item_id", "matched").iter_rows()}
-    answers = {(r["case_id"], r["attempt"]): r for r in data.answers.iter_rows(named=True)}
+    judgments, _ = select_judgments(data, selection)
     run = data.runs.row(0, named=True)
+    sha = run["dataset_sha256"]
+    cases = {c["case_id"]: c for c in data.cases.filter(pl.col("dataset_sha256") == sha).iter_rows(named=True)}
+    items = data.rubric_items.filter(pl.col("dataset_sha256") == sha)
+    ok = judgments.filter(pl.col("error").is_null() & pl.col("case_id").is_in(list(cases)))
+    every_reply = data.decisions.join(
+        ok.select("run_id", "case_id", "judge_model", "judge_pass", pl.col("attempt").alias("judgment_attempt")),
+        on=["run_id", "case_id", "judge_model", "judge_pass", "judgment_attempt"], how="semi")
+    scores = {(r["case_id"], r["judgment_attempt"]): r for r in
+              pass_scores(every_reply, items, extra_key=("judgment_attempt",)).iter_rows(named=True)}
+    listed = (every_reply.join(items.select("case_id", "item_id", "item_index", "points"), on=["case_id", "item_id"])
+              .sort("item_index").group_by("case_id", "judgment_attempt")
+              .agg(pl.struct("item_id", "points", "matched").alias("decisions")))
+    decided = {(c, a): d for c, a, d in listed.iter_rows()}
+    answers = {(r["case_id"], r["attempt"]): r for r in data.answers.iter_rows(named=True)}
     lines: list[tuple[int, int, dict]] = []
-    ok = judgments.filter(pl.col("error").is_null()).sort("seq")
-    first_seq = {c: s for c, s in ok.group_by("case_id").agg(pl.col("seq").min()).iter_rows()}
-    for score in scores.iter_rows(named=True):
-        case_id = score["case_id"]
-        if case_id not in cases or case_id not in first_seq:
-            continue
-        judgment = ok.filter(pl.col("case_id") == case_id).row(-1, named=True)
-        answer = answers[(case_id, judgment["answer_attempt"])]
-        lines.append((first_seq[case_id], 1, {
+    for judgment in ok.iter_rows(named=True):
+        case_id, attempt = judgment["case_id"], judgment["attempt"]
+        answer, score = answers[(case_id, judgment["answer_attempt"])], scores[(case_id, attempt)]
+        lines.append((judgment["seq"], 1, {
             "protocol_version": run["protocol_version"], "case_id": case_id,
             "benchmark": cases[case_id]["benchmark"], "grading_method": cases[case_id]["grading_method"],
             "answer_model": answer["answer_model"], "judge_model": judgment["judge_model"],
@@ -266,10 +264,10 @@ def export_reference(store: Store, run_id: str, out: str | Path,
             "judge_temperature": json_number(judgment["judge_temperature"]),
             "started_at": answer["started_at"], "finished_at": judgment["finished_at"],
             "elapsed_seconds": judgment["elapsed_seconds"], "answer": answer["answer"],
-            "decisions": [{"item_id": i, "points": json_number(points[i]), "matched": matched[(case_id, i)]}
-                          for i in by_case_items[case_id]],
+            "decisions": [{**d, "points": json_number(d["points"])} for d in decided[(case_id, attempt)]],
             "score": score["score"], "score_components": reference_components(score),
         }))
+    # A failed judge reply that a re-ask replaced is not a failed attempt; the last reply of an answer is.
     terminal = judgments.filter(pl.col("error").is_not_null()).join(
         judgments.group_by("case_id", "answer_attempt").agg(pl.col("attempt").max().alias("_last")),
         on=["case_id", "answer_attempt"]).filter(pl.col("attempt") == pl.col("_last"))

@@ -39,22 +39,24 @@ def _round_expr(expr: pl.Expr) -> pl.Expr:
                             return_dtype=pl.Float64)
 
 
-def pass_scores(decisions: pl.DataFrame, rubric_items: pl.DataFrame) -> pl.DataFrame:
+def pass_scores(decisions: pl.DataFrame, rubric_items: pl.DataFrame, extra_key: tuple[str, ...] = ()) -> pl.DataFrame:
     """One row per run x case x judge x pass: score and its components.
 
     ``decisions`` has the ``decisions`` table's columns; ``rubric_items`` those of the
     ``rubric_items`` table (one dataset). Every decision set must cover its case's rubric
-    exactly; anything else raises ValueError naming the run, case and judge pass.
+    exactly; anything else raises ValueError naming the run, case and judge pass. ``extra_key``
+    adds key columns (e.g. ``judgment_attempt`` to score every valid reply, not only the latest).
     """
+    key = [*PASS_KEY, *extra_key]
     items = rubric_items.select("case_id", "item_id", "item_index", "benchmark", "grading_method",
                                 "points", "severity_class", "weight")
-    joined = decisions.select(*PASS_KEY, "item_id", "matched").join(items, on=["case_id", "item_id"], how="left")
+    joined = decisions.select(*key, "item_id", "matched").join(items, on=["case_id", "item_id"], how="left")
     unknown = joined.filter(pl.col("item_index").is_null())
     if unknown.height:
         row = unknown.row(0, named=True)
         raise ValueError(f"decisions: item_id {row['item_id']!r} is not in the rubric of case {row['case_id']} "
                          f"(run {row['run_id']}, judge {row['judge_model']} pass {row['judge_pass']})")
-    joined = joined.sort([*PASS_KEY, "item_index"])
+    joined = joined.sort([*key, "item_index"])
     m = pl.col("matched")
     pts = pl.col("points")
     klass = pl.col("severity_class")
@@ -65,7 +67,7 @@ def pass_scores(decisions: pl.DataFrame, rubric_items: pl.DataFrame) -> pl.DataF
         # Running sum in rubric order, last value: the reference's left-to-right sum.
         return expr.cum_sum().last()
 
-    agg = joined.group_by(PASS_KEY, maintain_order=True).agg(
+    agg = joined.group_by(key, maintain_order=True).agg(
         pl.col("benchmark").first(),
         pl.col("grading_method").first(),
         pl.len().alias("n_decided"),
@@ -108,7 +110,7 @@ def pass_scores(decisions: pl.DataFrame, rubric_items: pl.DataFrame) -> pl.DataF
         score=pl.when(points_case).then(pl.col("raw_score").clip(0.0, 1.0)).otherwise(pl.col("f1")),
     )
     return out.select(
-        *PASS_KEY, "benchmark", "grading_method", "score", "n_decided", "n_matched",
+        *key, "benchmark", "grading_method", "score", "n_decided", "n_matched",
         "matched_signed_points", "available_positive_points", "raw_score",
         "precision", "recall", "f1", "severe_rate", "severe_omissions", "severe_commissions",
         "matched_positive_weight", "positive_weight", "matched_weight",

@@ -56,7 +56,13 @@ def select_judgments(data: RunData, selection: JudgeSelection) -> tuple[pl.DataF
             out = out.filter(pl.col("judge_pass").is_in(list(selection.passes)))
         return out
 
-    return pick(data.judgments), pick(data.decisions)
+    judgments = pick(data.judgments)
+    # A pass is scored from its latest valid reply (the reference's "last successful row wins").
+    winners = judgments.filter(pl.col("error").is_null()).group_by("run_id", "case_id", "judge_model", "judge_pass").agg(
+        pl.col("attempt").max().alias("judgment_attempt"))
+    decisions = pick(data.decisions).join(
+        winners, on=["run_id", "case_id", "judge_model", "judge_pass", "judgment_attempt"], how="semi")
+    return judgments, decisions
 
 
 def scored_passes(data: RunData, decisions: pl.DataFrame) -> pl.DataFrame:

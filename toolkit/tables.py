@@ -150,14 +150,15 @@ JUDGMENTS = Table(
 )
 
 DECISIONS = Table(
-    "decisions", "run x case x judge x pass x item", ("run_id", "case_id", "judge_model", "judge_pass", "item_id"),
-    "run_id",
-    "The validated decision of a judge pass on each rubric item.",
+    "decisions", "run x case x judge x pass x valid reply x item",
+    ("run_id", "case_id", "judge_model", "judge_pass", "judgment_attempt", "item_id"), "run_id",
+    "The decisions of every valid judge reply on each rubric item. A pass is scored from its latest valid "
+    "reply (imported files can hold several successful rows for a case: the last one wins, as in the reference).",
     (
         RUN_ID, CASE_ID, JUDGE_MODEL, JUDGE_PASS,
         _c("item_id", UTF8, "Rubric item.", False),
         _c("matched", BOOL, "True when the judge found the answer states or endorses the item.", False),
-        _c("judgment_attempt", I32, "The judgments.attempt whose reply these decisions come from."),
+        _c("judgment_attempt", I32, "The judgments.attempt whose reply these decisions come from.", False),
     ),
 )
 

@@ -1,0 +1,280 @@
+"""One chat-completion call, made to survive a real provider: retries, back-off, adaptive concurrency.
+
+The openai SDK does the HTTP (its own retries are off: ``max_retries=0``) so
+that every retry is ours: retryable statuses and transport faults back off
+exponentially with full jitter, a ``Retry-After`` / ``retry-after-ms`` header
+is obeyed, 429s halve the permitted concurrency (AIMD), and wrong keys or
+unknown models stop the whole run at once instead of failing every case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import email.utils
+import random
+import re
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import openai
+
+from toolkit import protocol
+from toolkit.collect.settings import Endpoint, RetryPolicy
+
+MAX_RETRY_AFTER_S = 600.0
+
+
+class CallFailed(Exception):
+    """A call that ended in failure after its retries; ``error`` is the stored 'Type: message' text."""
+
+    def __init__(self, error: str):
+        super().__init__(error)
+        self.error = error
+
+
+class EndpointFatal(Exception):
+    """Wrong key, no permission or unknown model: retrying cannot help, the run stops."""
+
+
+@dataclass
+class CallStats:
+    """Counters the progress display reads (single event loop: plain ints suffice)."""
+
+    ok: int = 0
+    failed: int = 0
+    retries: int = 0
+    rate_limited: int = 0  # 429s seen
+    waiting_rate_limit: int = 0  # calls sleeping on a 429 right now
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    reasoning_tokens: int | None
+    latency_s: float
+    started_at: str
+    finished_at: str
+    temperature: float | None  # as sent; None when the provider default was used
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+def scrub(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` with every secret, and any 8+ character piece of one a provider echoed, masked."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+            text = re.sub(r"[A-Za-z0-9_\-]{8,}", lambda m: "***" if m.group(0) in secret else m.group(0), text)
+    return text
+
+
+class AdaptiveLimit:
+    """A semaphore whose size follows AIMD: halve on a 429, +1 per window of successes, <= maximum."""
+
+    def __init__(self, maximum: int):
+        self.maximum = max(1, maximum)
+        self.window = float(self.maximum)
+        self.in_flight = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._last_cut = -1.0
+
+    @property
+    def permitted(self) -> int:
+        return max(1, int(self.window))
+
+    async def acquire(self) -> None:
+        if self.in_flight < self.permitted and not self._waiters:
+            self.in_flight += 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # granted just as we were cancelled: hand the slot on
+            else:
+                self._waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        self.in_flight -= 1
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_flight < self.permitted:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.in_flight += 1
+                waiter.set_result(None)
+
+    def on_success(self) -> None:
+        if self.window < self.maximum:
+            self.window = min(float(self.maximum), self.window + 1.0 / self.window)
+            self._wake()
+
+    def on_rate_limit(self, started: float) -> None:
+        # One cut per congestion event: calls already in flight when we cut report the same event.
+        if started >= self._last_cut:
+            self.window = max(1.0, self.window / 2.0)
+            self._last_cut = time.monotonic()
+
+
+def retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds a provider asked us to wait (``retry-after-ms`` first, then ``Retry-After``)."""
+    if not headers:
+        return None
+    try:
+        if headers.get("retry-after-ms"):
+            return min(MAX_RETRY_AFTER_S, max(0.0, float(headers["retry-after-ms"]) / 1000.0))
+    except ValueError:
+        pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return min(MAX_RETRY_AFTER_S, max(0.0, float(value)))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        if parsed is None:
+            return None
+        return min(MAX_RETRY_AFTER_S, max(0.0, (parsed - dt.datetime.now(dt.timezone.utc)).total_seconds()))
+
+
+def _mentions_temperature(error: openai.APIStatusError) -> bool:
+    return error.status_code == 400 and "temperature" in f"{error.message} {error.body}".lower()
+
+
+class ChatClient:
+    """Chat completions against one endpoint, sharing one adaptive limit and one set of counters."""
+
+    def __init__(self, endpoint: Endpoint, role: str, retry: RetryPolicy, limit: AdaptiveLimit, stats: CallStats):
+        self.endpoint = endpoint
+        self.role = role  # "answer" or "judge": names the flags in fatal messages
+        self.retry = retry
+        self.limit = limit
+        self.stats = stats
+        key = endpoint.api_key()
+        self._secrets = (key,)
+        self._no_temperature: set[str] = set()  # models that rejected a temperature once
+        self.sdk = openai.AsyncOpenAI(base_url=endpoint.base_url, api_key=key, max_retries=0,
+                                      timeout=retry.timeout_s)
+
+    async def close(self) -> None:
+        await self.sdk.close()
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, self._secrets)
+
+    def error_text(self, error: BaseException) -> str:
+        return self.scrub(f"{type(error).__name__}: {error}")[: protocol.ERROR_TEXT_LIMIT]
+
+    async def complete(self, model: str, messages: list[dict[str, str]], *, temperature: float | None,
+                       max_completion_tokens: int, response_format: Mapping[str, str] | None = None,
+                       reasoning_effort: str | None = None) -> Completion:
+        """One logical call: retried per the policy; CallFailed or EndpointFatal when it cannot succeed."""
+        body: dict[str, Any] = {"model": model, "messages": messages}
+        if temperature is not None and model not in self._no_temperature:
+            body["temperature"] = temperature
+        body["max_completion_tokens"] = max_completion_tokens
+        if response_format is not None:
+            body["response_format"] = dict(response_format)
+        if reasoning_effort is not None:
+            body["reasoning_effort"] = reasoning_effort
+        attempt = 0
+        while True:
+            attempt += 1
+            await self.limit.acquire()
+            started, started_at = time.monotonic(), now_iso()
+            delay: float | None = None
+            rate_limited = False
+            try:
+                response = await self.sdk.chat.completions.create(**body)
+            except openai.APIStatusError as error:
+                if "temperature" in body and _mentions_temperature(error):
+                    # The provider accepts only its default temperature: ask again without one (not a retry).
+                    self._no_temperature.add(model)
+                    del body["temperature"]
+                    attempt -= 1
+                    continue
+                self._check_fatal(error, model)
+                if error.status_code not in protocol.RETRYABLE_STATUS or attempt >= self.retry.max_attempts:
+                    self.stats.failed += 1
+                    raise CallFailed(self.error_text(error)) from None
+                delay = retry_after(error.response.headers if error.response is not None else None)
+                if error.status_code == 429:
+                    rate_limited = True
+                    self.stats.rate_limited += 1
+                    self.limit.on_rate_limit(started)
+            except openai.APIConnectionError as error:  # timeouts and dropped connections
+                if attempt >= self.retry.max_attempts:
+                    self.stats.failed += 1
+                    raise CallFailed(self.error_text(error)) from None
+            except openai.OpenAIError as error:
+                self.stats.failed += 1
+                raise CallFailed(self.error_text(error)) from None
+            else:
+                latency = time.monotonic() - started
+                self.limit.on_success()
+                self.stats.ok += 1
+                return _completion(response, latency, started_at, body.get("temperature"))
+            finally:
+                self.limit.release()
+            await self._back_off(attempt, delay, rate_limited)
+
+    async def _back_off(self, attempt: int, asked: float | None, rate_limited: bool) -> None:
+        self.stats.retries += 1
+        cap = min(self.retry.max_delay, self.retry.base_delay * 2 ** (attempt - 1))
+        # Full jitter spreads a burst of failures; a server's Retry-After is a floor, never shortened.
+        delay = random.uniform(0, cap) if asked is None else asked + random.uniform(0, min(1.0, asked * 0.1))
+        if rate_limited:
+            self.stats.waiting_rate_limit += 1
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            if rate_limited:
+                self.stats.waiting_rate_limit -= 1
+
+    def _check_fatal(self, error: openai.APIStatusError, model: str) -> None:
+        status = error.status_code
+        if status not in (401, 403, 404):
+            return
+        detail = self.scrub(str(error.message))[:200]
+        flag = "--judge-api-key-env" if self.role == "judge" else "--api-key-env"
+        url_flag = "--judge-base-url" if self.role == "judge" else "--base-url"
+        key_env = self.endpoint.key_env()
+        if status == 401:
+            where = f"the key in ${key_env}" if key_env else f"no key (pass {flag} NAME)"
+            raise EndpointFatal(f"{self.endpoint.base_url} rejected {where} (HTTP 401, {self.role} model "
+                                f"{model!r}): {detail}")
+        if status == 403:
+            where = f"the key in ${key_env}" if key_env else "this client"
+            raise EndpointFatal(f"{self.endpoint.base_url} refused {where} access to {self.role} model {model!r} "
+                                f"(HTTP 403): {detail}")
+        raise EndpointFatal(f"{self.role} model {model!r} not found at {self.endpoint.base_url} (HTTP 404; "
+                            f"check the model name and {url_flag}): {detail}")
+
+
+def _completion(response: Any, latency: float, started_at: str, temperature: float | None) -> Completion:
+    choice = response.choices[0] if response.choices else None
+    usage = getattr(response, "usage", None)
+    details = getattr(usage, "completion_tokens_details", None) if usage is not None else None
+    return Completion(
+        text=(choice.message.content if choice is not None and choice.message is not None else None) or "",
+        finish_reason=choice.finish_reason if choice is not None else None,
+        prompt_tokens=getattr(usage, "prompt_tokens", None),
+        completion_tokens=getattr(usage, "completion_tokens", None),
+        reasoning_tokens=getattr(details, "reasoning_tokens", None) if details is not None else None,
+        latency_s=latency,
+        started_at=started_at,
+        finished_at=now_iso(),
+        temperature=None if temperature is None else float(temperature),
+    )

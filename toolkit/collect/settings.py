@@ -1,0 +1,173 @@
+"""Collection settings: endpoints from the provider table, keys from the environment, prices.
+
+Keys are read from environment variables at the last moment and never stored
+in a settings object, a file or a message: settings carry variable NAMES only.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit import protocol
+
+PROVIDERS_FILE = Path(__file__).with_name("providers.toml")
+NO_KEY = "no-key"  # what the SDK is given for an endpoint that needs none (it insists on a value)
+
+
+class SettingsError(ValueError):
+    """A configuration problem found before any call is made."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where one model's calls go. ``key_envs``: variables tried in order (empty: no key needed)."""
+
+    provider: str
+    base_url: str
+    key_envs: tuple[str, ...]
+
+    def key_env(self) -> str | None:
+        """The first variable that is set, else None."""
+        return next((name for name in self.key_envs if os.environ.get(name)), None)
+
+    def api_key(self) -> str:
+        """The key to send; SettingsError naming the variables when none is set."""
+        if not self.key_envs:
+            return NO_KEY
+        name = self.key_env()
+        if name is None:
+            names = " or ".join(f"${n}" for n in self.key_envs)
+            raise SettingsError(f"no API key for {self.base_url}: set {names} (or choose another with --api-key-env)")
+        return os.environ[name]
+
+    def describe(self) -> dict[str, Any]:
+        """For the runs row and dry-run output: URL and variable names, never the key."""
+        return {"provider": self.provider, "base_url": self.base_url, "api_key_env": list(self.key_envs)}
+
+
+@dataclass(frozen=True)
+class Price:
+    prompt: float  # USD per 1M prompt tokens
+    completion: float  # USD per 1M completion tokens
+
+
+@dataclass(frozen=True)
+class ProviderTable:
+    default: dict[str, Any]
+    providers: tuple[dict[str, Any], ...]
+    prices: dict[str, Price]
+    batch_discount: float
+    answer_completion_tokens: int
+    judge_completion_tokens_per_item: int
+    source: Path
+
+    def match(self, model: str) -> dict[str, Any] | None:
+        hits = [p for p in self.providers if model.startswith(p["prefix"])]
+        return max(hits, key=lambda p: len(p["prefix"])) if hits else None
+
+    def price(self, model: str) -> Price | None:
+        hits = [k for k in self.prices if model.startswith(k)]
+        return self.prices[max(hits, key=len)] if hits else None
+
+
+def load_providers(path: str | os.PathLike[str] | None = None) -> ProviderTable:
+    """The provider table: ``path``, else ``$BEDSIDE_PROVIDERS``, else the bundled one."""
+    source = Path(path or os.environ.get("BEDSIDE_PROVIDERS") or PROVIDERS_FILE)
+    try:
+        data = tomllib.loads(source.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise SettingsError(f"{source}: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise SettingsError(f"{source}: invalid TOML: {error}") from None
+    default = data.get("default") or {}
+    if not isinstance(default.get("base_url"), str):
+        raise SettingsError(f"{source}: default.base_url: missing or not a string")
+    providers = tuple(data.get("provider", []))
+    for i, entry in enumerate(providers):
+        if not isinstance(entry.get("prefix"), str) or not entry["prefix"]:
+            raise SettingsError(f"{source}: provider[{i}].prefix: missing or not a string")
+        if not isinstance(entry.get("api_key_env", []), list):
+            raise SettingsError(f"{source}: provider[{i}].api_key_env: must be a list of variable names")
+    prices_section = data.get("prices", {})
+    prices: dict[str, Price] = {}
+    for prefix, value in prices_section.get("models", {}).items():
+        try:
+            prices[prefix] = Price(float(value["prompt"]), float(value["completion"]))
+        except (KeyError, TypeError, ValueError):
+            raise SettingsError(f"{source}: prices.models.{prefix!r}: needs numeric prompt and completion") from None
+    estimate = data.get("estimate", {})
+    return ProviderTable(default, providers, prices, float(prices_section.get("batch_discount", 0.5)),
+                         int(estimate.get("answer_completion_tokens", 900)),
+                         int(estimate.get("judge_completion_tokens_per_item", 14)), source)
+
+
+def resolve_endpoint(table: ProviderTable, model: str, base_url: str | None, key_env: str | None,
+                     flag: str = "--base-url") -> Endpoint:
+    """The endpoint of ``model``; an explicit URL takes its key only from ``key_env``."""
+    if base_url:
+        return Endpoint("custom", base_url.rstrip("/"), (key_env,) if key_env else ())
+    entry = table.match(model) or {"name": table.default.get("name", "default"), **table.default}
+    url = entry.get("base_url")
+    if not url:
+        raise SettingsError(f"model {model!r} ({entry.get('name', entry.get('prefix'))} provider) needs {flag} URL"
+                            + (" (start one with `bedside sim serve`)" if entry.get("name") == "sim" else ""))
+    envs = (key_env,) if key_env else tuple(entry.get("api_key_env", ()))
+    return Endpoint(str(entry.get("name", entry.get("prefix"))), url.rstrip("/"), envs)
+
+
+def resolve_judge_endpoint(table: ProviderTable, answer_model: str, answer: Endpoint | None, judge_model: str,
+                           base_url: str | None, key_env: str | None) -> Endpoint:
+    """The judge's endpoint: explicit flags, else the answer endpoint when both models belong to the
+    same named provider (sim/ with sim/, accounts/ with accounts/), else the judge's own provider."""
+    if base_url:
+        return resolve_endpoint(table, judge_model, base_url, key_env, "--judge-base-url")
+    same = table.match(judge_model)
+    if answer is not None and same is not None and same is table.match(answer_model):
+        return Endpoint(answer.provider, answer.base_url, (key_env,) if key_env else answer.key_envs)
+    return resolve_endpoint(table, judge_model, None, key_env, "--judge-base-url")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Transport retries: ``max_attempts`` calls at most, full-jitter exponential back-off."""
+
+    max_attempts: int = protocol.REFERENCE_MAX_ATTEMPTS
+    base_delay: float = 1.0
+    max_delay: float = 60.0
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class CollectSettings:
+    """Everything a collection run needs besides the dataset and the store."""
+
+    run_id: str
+    answer_model: str
+    judge_model: str
+    answer_endpoint: Endpoint
+    judge_endpoint: Endpoint
+    concurrency: int = 16
+    judge_passes: tuple[int, ...] = (1,)
+    reasoning_effort: str | None = None
+    judge_reasks: int = 2  # extra judge calls after an invalid reply
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    checkpoint_s: float = 2.0
+    selection: dict[str, Any] = field(default_factory=dict)  # smoke / limit / benchmarks, for the runs row
+
+    def describe(self) -> dict[str, Any]:
+        """The runs row's settings JSON: endpoints by URL and variable names, never keys."""
+        return {
+            "answer_endpoint": self.answer_endpoint.describe(),
+            "judge_endpoint": self.judge_endpoint.describe(),
+            "concurrency": self.concurrency,
+            "judge_passes": list(self.judge_passes),
+            "reasoning_effort": self.reasoning_effort,
+            "judge_reasks": self.judge_reasks,
+            "max_attempts": self.retry.max_attempts,
+            "timeout_s": self.retry.timeout_s,
+            "selection": self.selection,
+        }

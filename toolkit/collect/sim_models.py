@@ -1,0 +1,251 @@
+"""What the simulated models say: answer prose driven by the rubric, and a rule-following judge.
+
+Pure functions, no HTTP. Every random choice comes from a ``random.Random`` seeded with a
+SHA-256 of (server seed, model, prompt), so a reply never depends on request order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from toolkit.dataset import load_dataset
+
+JUDGE_MODEL = "sim/judge"
+NAMED_SKILLS: Mapping[str, float] = {"sim/strong": 0.85, "sim/medium": 0.6, "sim/weak": 0.3}
+NOTEMP_SUFFIX = "-notemp"  # the model refuses any request that carries `temperature`
+LISTED_MODELS: tuple[str, ...] = (*NAMED_SKILLS, JUDGE_MODEL, *(f"{m}{NOTEMP_SUFFIX}" for m in (*NAMED_SKILLS, JUDGE_MODEL)))
+_SKILL_NAME = re.compile(r"sim/skill-(\d+(?:\.\d+)?|\.\d+)")
+BAD_JSON_KINDS: tuple[str, ...] = (
+    "not_json", "missing_item", "extra_item", "duplicate_item", "non_boolean", "missing_decisions")
+
+# Line openers of the answer model. A judge must treat the warning forms as NOT endorsing.
+_STATE = ("- ", "Recommend: ", "Key step: ", "I would ")
+_WARN = ("Avoid: ", "Do not: ", "I would not recommend this: ")
+# Words that, before an item's text in the same clause, turn a mention into a rejection.
+_NEGATION_CUES = frozenset({"avoid", "not", "never", "don", "dont", "no", "against", "instead", "refrain", "nor"})
+_WORD = re.compile(r"\d+(?:\.\d+)*|[a-z]+")
+_CLAUSE_END = re.compile(r"[.!?;](?:\s|$)")
+
+
+@dataclass(frozen=True)
+class SimModel:
+    """A parsed model name. ``skill`` is None for the judge."""
+
+    name: str
+    base: str  # the name without the -notemp suffix; answers depend on this, not on the suffix
+    skill: float | None
+    rejects_temperature: bool
+
+    @property
+    def is_judge(self) -> bool:
+        return self.skill is None
+
+
+def parse_model(name: str) -> SimModel | None:
+    """The simulated model behind a name, or None for an unknown name."""
+    base = name[: -len(NOTEMP_SUFFIX)] if name.endswith(NOTEMP_SUFFIX) else name
+    notemp = base != name
+    if base == JUDGE_MODEL:
+        return SimModel(name, base, None, notemp)
+    if base in NAMED_SKILLS:
+        return SimModel(name, base, NAMED_SKILLS[base], notemp)
+    match = _SKILL_NAME.fullmatch(base)
+    if match and 0.0 <= float(match.group(1)) <= 1.0:
+        return SimModel(name, base, float(match.group(1)), notemp)
+    return None
+
+
+def request_rng(seed: int, *parts: str) -> random.Random:
+    """A generator private to one (seed, parts...) combination."""
+    digest = hashlib.sha256("\x00".join((str(seed), *parts)).encode()).digest()
+    return random.Random(int.from_bytes(digest[:16], "big"))
+
+
+def rubric_index(dataset_paths: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """md5(prompt) -> rubric items, over every case of the given datasets (default: the sample)."""
+    paths = list(dataset_paths) or [None]
+    index: dict[str, list[dict[str, Any]]] = {}
+    for path in paths:
+        for case in load_dataset(path).raw_cases:
+            index[hashlib.md5(case["prompt"].encode()).hexdigest()] = list(case["rubric_items"])
+    return index
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The text of a chat message whose content is a string or a list of text parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def last_user_text(messages: list[Mapping[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return message_text(message)
+    return ""
+
+
+# -- answer model ----------------------------------------------------------
+
+def answer_text(model: SimModel, prompt: str, seed: int, index: Mapping[str, list[dict[str, Any]]]) -> str:
+    """Prose whose content follows the rubric of a known prompt with probabilities set by the skill."""
+    assert model.skill is not None
+    rng = request_rng(seed, model.base, prompt)
+    items = index.get(hashlib.md5(prompt.encode()).hexdigest())
+    if items is None:
+        return _generic_answer(rng)
+    skill = model.skill
+    lines: list[str] = []
+    for item in rng.sample(items, len(items)):  # answers rarely follow rubric order
+        text, points = " ".join(item["text"].split()), item["points"]  # one line per statement
+        if points > 0:
+            if rng.random() < skill:
+                lines.append(rng.choice(_STATE) + _lower_first(text, rng))
+            elif rng.random() < 0.3 and len(text.split()) >= 6:
+                # a partial statement: a judge must not count it (protocol rule 3)
+                words = text.split()
+                lines.append(rng.choice(_STATE) + _lower_first(" ".join(words[: len(words) // 2]), rng) + ".")
+        elif points < 0:
+            if rng.random() < (1 - skill) * 0.5:
+                lines.append(rng.choice(_STATE) + _lower_first(text, rng))
+            elif rng.random() < 0.5:
+                lines.append(rng.choice(_WARN) + _lower_first(text, rng))
+        elif rng.random() < 0.5:
+            lines.append(rng.choice(_STATE) + _lower_first(text, rng))
+    opener = rng.choice(("Assessment and plan:", "Here is how I would approach this patient:",
+                         "Summary of the key points:"))
+    closer = rng.choice(("Arrange follow-up and reassess if the situation changes.",
+                         "Document the plan and review the response at the next visit.",
+                         "Escalate care promptly if the patient deteriorates."))
+    return "\n".join([opener, *lines, closer])
+
+
+def _lower_first(text: str, rng: random.Random) -> str:
+    # vary capitalisation a little; the judge compares words case-insensitively
+    return text[0].lower() + text[1:] if text and rng.random() < 0.5 else text
+
+
+def _generic_answer(rng: random.Random) -> str:
+    return rng.choice((
+        "This presentation needs a focused history, examination and targeted tests before treatment. "
+        "Review current medicines for interactions and arrange follow-up.",
+        "Confirm the diagnosis with appropriate investigations, treat according to current guidelines, "
+        "and reassess the patient within a few days.",
+        "Start with stabilisation and a careful assessment; choose therapy once the key results are back, "
+        "and give clear safety-net advice.",
+    ))
+
+
+def answer_reasoning_tokens(model: SimModel, rng: random.Random) -> int:
+    """Hidden reasoning effort: stronger simulated models think longer."""
+    if model.skill is None:
+        return 0
+    return int(100 + 900 * model.skill) + rng.randrange(0, 100)
+
+
+# -- judge -----------------------------------------------------------------
+
+_RUBRIC_LINE = re.compile(r"\[(?P<id>[^\]]+)\] points=(?P<points>[+-]?\d+(?:\.\d+)?) :: (?P<text>.*)")
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    answer: str
+    items: tuple[tuple[str, float, str], ...]  # (item_id, points, text) in rubric order
+
+
+def parse_judge_user(text: str) -> JudgeRequest | None:
+    """Split a protocol judge message into answer and rubric items; None when it is not one."""
+    if not text.startswith("CLINICAL PROMPT:\n"):
+        return None
+    answer_at = text.find("\n\nANSWER:\n")
+    rubric_at = text.rfind("\n\nRUBRIC ITEMS:\n")
+    if answer_at < 0 or rubric_at < answer_at:
+        return None
+    answer = text[answer_at + len("\n\nANSWER:\n"):rubric_at]
+    items: list[tuple[str, float, str]] = []
+    for line in text[rubric_at + len("\n\nRUBRIC ITEMS:\n"):].split("\n"):
+        match = _RUBRIC_LINE.fullmatch(line)
+        if match:
+            items.append((match["id"], float(match["points"]), match["text"]))
+        elif items and line.strip():  # a criterion that wrapped onto another line
+            item_id, points, item_text = items[-1]
+            items[-1] = (item_id, points, f"{item_text}\n{line}")
+    return JudgeRequest(answer, tuple(items))
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def answer_states(answer: str, criterion: str) -> bool:
+    """True when some clause of the answer contains every word of the criterion, in order and
+    contiguously, with no rejection cue ("Avoid:", "do not", ...) before it in that clause."""
+    target = _words(criterion)
+    if not target:
+        return False
+    for line in answer.split("\n"):
+        # one entry per word: (word, clause number), so a cue only negates its own clause
+        tagged: list[tuple[str, int]] = []
+        clause, start = 0, 0
+        for end_match in [*_CLAUSE_END.finditer(line), None]:
+            stop = end_match.end() if end_match else len(line)
+            tagged += [(w, clause) for w in _words(line[start:stop])]
+            clause, start = clause + 1, stop
+        words = [w for w, _ in tagged]
+        n = len(target)
+        for at in range(len(words) - n + 1):
+            if words[at:at + n] != target:
+                continue
+            own_clause = tagged[at][1]
+            before = {w for w, c in tagged[:at] if c == own_clause}
+            if not before & _NEGATION_CUES:
+                return True
+    return False
+
+
+def judge_decisions(request: JudgeRequest) -> list[dict[str, Any]]:
+    return [{"item_id": item_id, "matched": answer_states(request.answer, text)}
+            for item_id, _, text in request.items]
+
+
+def judge_reply(request: JudgeRequest | None) -> str:
+    """The judge's JSON reply; a message that is not a protocol judge message gets no decisions."""
+    decisions = judge_decisions(request) if request is not None else []
+    return json.dumps({"decisions": decisions}, separators=(",", ":"))
+
+
+def broken_judge_reply(request: JudgeRequest | None, rng: random.Random) -> tuple[str, str]:
+    """(kind, reply): a 200 judge reply that breaks the decision contract in one of BAD_JSON_KINDS."""
+    decisions = judge_decisions(request) if request is not None else []
+    kinds = [k for k in BAD_JSON_KINDS if decisions or k in ("not_json", "extra_item", "missing_decisions")]
+    kind = rng.choice(kinds)
+    if kind == "not_json":
+        whole = json.dumps({"decisions": decisions})
+        return kind, "Here is my grading: " + whole[: max(1, len(whole) // 2)]
+    if kind == "missing_decisions":
+        return kind, json.dumps({"items": decisions})
+    changed = [dict(d) for d in decisions]
+    at = rng.randrange(len(changed)) if changed else 0
+    if kind == "missing_item":
+        del changed[at]
+    elif kind == "extra_item":
+        changed.append({"item_id": f"unknown_item_{rng.randrange(1000)}", "matched": False})
+    elif kind == "duplicate_item":
+        changed.insert(at + 1, dict(changed[at]))
+    else:  # non_boolean
+        changed[at]["matched"] = "yes"
+    return kind, json.dumps({"decisions": changed})
+
+
+def approx_tokens(text: str) -> int:
+    """A tokenizer-free estimate (about four characters a token)."""
+    return max(1, (len(text) + 3) // 4)
