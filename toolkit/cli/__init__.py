@@ -9,6 +9,7 @@ import click
 from toolkit.cli.common import run_safely
 from toolkit.cli.data import dataset
 from toolkit.cli.results import export_cmd, import_cmd, sql_cmd, summary_cmd
+from toolkit.cli.sim import sim
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -25,6 +26,7 @@ cli.add_command(import_cmd)
 cli.add_command(export_cmd)
 cli.add_command(summary_cmd)
 cli.add_command(sql_cmd)
+cli.add_command(sim)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -148,7 +148,7 @@ class CollectSettings:
     run_id: str
     answer_model: str
     judge_model: str
-    answer_endpoint: Endpoint
+    answer_endpoint: Endpoint | None  # None when only judging stored answers
     judge_endpoint: Endpoint
     concurrency: int = 16
     judge_passes: tuple[int, ...] = (1,)
@@ -161,7 +161,7 @@ class CollectSettings:
     def describe(self) -> dict[str, Any]:
         """The runs row's settings JSON: endpoints by URL and variable names, never keys."""
         return {
-            "answer_endpoint": self.answer_endpoint.describe(),
+            "answer_endpoint": self.answer_endpoint.describe() if self.answer_endpoint else None,
             "judge_endpoint": self.judge_endpoint.describe(),
             "concurrency": self.concurrency,
             "judge_passes": list(self.judge_passes),

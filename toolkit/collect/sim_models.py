@@ -24,8 +24,13 @@ BAD_JSON_KINDS: tuple[str, ...] = (
     "not_json", "missing_item", "extra_item", "duplicate_item", "non_boolean", "missing_decisions")
 
 # Line openers of the answer model. A judge must treat the warning forms as NOT endorsing.
-_STATE = ("- ", "Recommend: ", "Key step: ", "I would ")
-_WARN = ("Avoid: ", "Do not: ", "I would not recommend this: ")
+_STATE = ("- ", "Recommend: ", "Key point: ", "Importantly, ")
+_WARN = ("Avoid: ", "I would not advise this: ", "Do not follow this: ")
+# Rubric criteria are phrased for graders ("Identifies that X"); an answer just says X.
+_GRADER_VERB = re.compile(
+    r"(?:identifies|recognizes|recognises|notes|mentions|states|recommends|advises|explains|describes|"
+    r"calculates|reports|suggests|acknowledges|emphasizes|emphasises|warns|counsels|says)(?: that)?\s+",
+    re.IGNORECASE)
 # Words that, before an item's text in the same clause, turn a mention into a rejection.
 _NEGATION_CUES = frozenset({"avoid", "not", "never", "don", "dont", "no", "against", "instead", "refrain", "nor"})
 _WORD = re.compile(r"\d+(?:\.\d+)*|[a-z]+")
@@ -105,21 +110,21 @@ def answer_text(model: SimModel, prompt: str, seed: int, index: Mapping[str, lis
     skill = model.skill
     lines: list[str] = []
     for item in rng.sample(items, len(items)):  # answers rarely follow rubric order
-        text, points = " ".join(item["text"].split()), item["points"]  # one line per statement
+        text, points = criterion_core(item["text"]).rstrip("."), item["points"]
         if points > 0:
             if rng.random() < skill:
-                lines.append(rng.choice(_STATE) + _lower_first(text, rng))
+                lines.append(rng.choice(_STATE) + _vary_case(text, rng) + ".")
             elif rng.random() < 0.3 and len(text.split()) >= 6:
                 # a partial statement: a judge must not count it (protocol rule 3)
                 words = text.split()
-                lines.append(rng.choice(_STATE) + _lower_first(" ".join(words[: len(words) // 2]), rng) + ".")
+                lines.append(rng.choice(_STATE) + _vary_case(" ".join(words[: len(words) // 2]), rng) + ".")
         elif points < 0:
             if rng.random() < (1 - skill) * 0.5:
-                lines.append(rng.choice(_STATE) + _lower_first(text, rng))
+                lines.append(rng.choice(_STATE) + _vary_case(text, rng) + ".")
             elif rng.random() < 0.5:
-                lines.append(rng.choice(_WARN) + _lower_first(text, rng))
+                lines.append(rng.choice(_WARN) + _vary_case(text, rng) + ".")
         elif rng.random() < 0.5:
-            lines.append(rng.choice(_STATE) + _lower_first(text, rng))
+            lines.append(rng.choice(_STATE) + _vary_case(text, rng) + ".")
     opener = rng.choice(("Assessment and plan:", "Here is how I would approach this patient:",
                          "Summary of the key points:"))
     closer = rng.choice(("Arrange follow-up and reassess if the situation changes.",
@@ -128,9 +133,17 @@ def answer_text(model: SimModel, prompt: str, seed: int, index: Mapping[str, lis
     return "\n".join([opener, *lines, closer])
 
 
-def _lower_first(text: str, rng: random.Random) -> str:
+def criterion_core(text: str) -> str:
+    """The criterion without a leading grader verb, when at least three words remain."""
+    text = " ".join(text.split())
+    match = _GRADER_VERB.match(text)
+    core = text[match.end():] if match else text
+    return core if len(core.split()) >= 3 else text
+
+
+def _vary_case(text: str, rng: random.Random) -> str:
     # vary capitalisation a little; the judge compares words case-insensitively
-    return text[0].lower() + text[1:] if text and rng.random() < 0.5 else text
+    return text[0].upper() + text[1:] if text and rng.random() < 0.5 else text
 
 
 def _generic_answer(rng: random.Random) -> str:
@@ -187,9 +200,10 @@ def _words(text: str) -> list[str]:
 
 
 def answer_states(answer: str, criterion: str) -> bool:
-    """True when some clause of the answer contains every word of the criterion, in order and
-    contiguously, with no rejection cue ("Avoid:", "do not", ...) before it in that clause."""
-    target = _words(criterion)
+    """True when some clause of the answer contains every word of the criterion (grader verb such as
+    "Identifies that" optional), in order and contiguously, with no rejection cue ("Avoid:", "do not",
+    ...) before it in that clause."""
+    target = _words(criterion_core(criterion))
     if not target:
         return False
     for line in answer.split("\n"):

@@ -15,7 +15,7 @@ from typing import Any
 
 FAULT_KINDS = ("429", "5xx", "timeout", "bad_json", "temperature_rejected", "auth", "not_found", "bad_request")
 BATCH_COUNTERS = ("files_uploaded", "created", "completed", "failed", "cancelled",
-                  "requests", "served_ok", "requests_failed", "duplicates_ok")
+                  "requests", "served_ok", "requests_failed", "duplicates_ok", "bad_json")
 
 
 def fingerprint(model: str, messages: Any) -> str:

@@ -1,0 +1,19 @@
+# Two entry points on a fresh clone: `make demo` (the main job, offline) and `make test`.
+# Both create .venv and install the project with its test extras on first use.
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/bedside demo
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q

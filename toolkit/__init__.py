@@ -1,0 +1,53 @@
+"""bedside: collect, score and analyse BedsideBench evaluations.
+
+The public API. Names are imported lazily, so ``import toolkit`` stays cheap and
+a notebook pays only for what it uses.
+
+Not for clinical use: scores evaluate AI systems; they are not medical advice.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    # dataset
+    "Dataset": "toolkit.dataset",
+    "DatasetError": "toolkit.dataset",
+    "load_dataset": "toolkit.dataset",
+    "validate_dataset": "toolkit.dataset",
+    # store
+    "Store": "toolkit.store",
+    "StoreError": "toolkit.store",
+    "connect": "toolkit.sql",
+    # scoring and summaries
+    "pass_scores": "toolkit.scoring",
+    "case_scores": "toolkit.scoring",
+    "JudgeSelection": "toolkit.selection",
+    "read_runs": "toolkit.selection",
+    "per_case": "toolkit.selection",
+    "BootstrapSettings": "toolkit.bootstrap",
+    "reference_intervals": "toolkit.bootstrap",
+    "SummaryOptions": "toolkit.summary",
+    "summarize": "toolkit.summary",
+    # reference interop
+    "import_reference": "toolkit.reference",
+    "export_reference": "toolkit.reference",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

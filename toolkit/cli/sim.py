@@ -1,0 +1,71 @@
+"""``bedside sim``: run the simulated OpenAI-compatible provider on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from types import FrameType
+
+import click
+
+from toolkit.collect.sim import SimConfig, SimServer
+from toolkit.collect.sim_models import LISTED_MODELS
+
+_RATE = click.FloatRange(0.0, 1.0)
+
+
+@click.group()
+def sim() -> None:
+    """A simulated model provider for demos and tests (no network beyond loopback)."""
+
+
+@sim.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Loopback address to bind.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 picks a free port.")
+@click.option("--latency-ms", type=click.FloatRange(0.0), default=0.0, show_default=True,
+              help="Delay before every reply.")
+@click.option("--rate-429", type=_RATE, default=0.0, show_default=True, help="Share of calls answered 429.")
+@click.option("--rate-5xx", type=_RATE, default=0.0, show_default=True, help="Share answered 500/502/503.")
+@click.option("--rate-bad-json", type=_RATE, default=0.0, show_default=True,
+              help="Share of judge replies with broken decision JSON.")
+@click.option("--rate-timeout", type=_RATE, default=0.0, show_default=True,
+              help="Share held for --timeout-hold-s, then answered 504.")
+@click.option("--timeout-hold-s", type=click.FloatRange(0.0), default=30.0, show_default=True)
+@click.option("--retry-after-s", type=click.FloatRange(0.0), default=0.05, show_default=True,
+              help="Retry-After advertised by 429 replies.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of answers and fault draws.")
+@click.option("--dataset", "datasets", multiple=True, type=click.Path(exists=False),
+              help="Dataset whose rubrics shape the answers (repeatable; default: the bundled sample).")
+@click.option("--api-key-env", metavar="NAME",
+              help="Accept only the bearer key held in this environment variable (keeps it off the command line).")
+def serve(host: str, port: int, latency_ms: float, rate_429: float, rate_5xx: float, rate_bad_json: float,
+          rate_timeout: float, timeout_hold_s: float, retry_after_s: float, seed: int,
+          datasets: tuple[str, ...], api_key_env: str | None) -> None:
+    """Serve until Ctrl-C; the first stdout line is the base URL (http://HOST:PORT/v1)."""
+    api_key = None
+    if api_key_env is not None:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise click.UsageError(f"--api-key-env: environment variable {api_key_env} is unset or empty")
+    config = SimConfig(host=host, port=port, latency_ms=latency_ms, rate_429=rate_429, rate_5xx=rate_5xx,
+                       rate_bad_json=rate_bad_json, rate_timeout=rate_timeout, seed=seed, datasets=datasets,
+                       timeout_hold_s=timeout_hold_s, retry_after_s=retry_after_s, api_key=api_key)
+    server = SimServer(config).start()
+    stop = threading.Event()
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        click.echo(server.base_url)
+        click.echo(f"bedside sim: models {', '.join(LISTED_MODELS)} and sim/skill-<0..1>; Ctrl-C stops", err=True)
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.stop()
+        click.echo("bedside sim: stopped", err=True)

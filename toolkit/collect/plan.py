@@ -1,0 +1,148 @@
+"""What a run already holds and what is left to call: the basis of resuming without paying twice.
+
+Read once at start, after the journal is recovered: the latest successful
+answer of each case, the (case, judge, pass) triples already judged validly,
+the next attempt numbers and the next ``seq``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from toolkit import protocol
+from toolkit.collect.judge import CaseToJudge
+from toolkit.collect.settings import CollectSettings
+from toolkit.store import Store, StoreError
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    attempt: int
+    text: str
+    latency_s: float | None
+
+
+@dataclass
+class StoredWork:
+    """A run's stored progress; the runner advances the counters as it appends."""
+
+    answers: dict[str, StoredAnswer] = field(default_factory=dict)
+    answer_attempts: dict[str, int] = field(default_factory=dict)  # case -> highest attempt stored
+    judged: set[tuple[str, str, int]] = field(default_factory=set)  # valid (case, judge, pass)
+    judge_attempts: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    last_seq: int = 0
+
+    def next_seq(self) -> int:
+        self.last_seq += 1
+        return self.last_seq
+
+    def next_answer_attempt(self, case_id: str) -> int:
+        self.answer_attempts[case_id] = self.answer_attempts.get(case_id, 0) + 1
+        return self.answer_attempts[case_id]
+
+    def next_judge_attempt(self, key: tuple[str, str, int]) -> int:
+        self.judge_attempts[key] = self.judge_attempts.get(key, 0) + 1
+        return self.judge_attempts[key]
+
+
+def read_stored_work(store: Store, run_id: str) -> StoredWork:
+    answers = store.read("answers", [run_id])
+    judgments = store.read("judgments", [run_id])
+    work = StoredWork()
+    ok = answers.filter(pl.col("error").is_null() & pl.col("answer").is_not_null())
+    for case_id, attempt, text, latency in (ok.sort("attempt").group_by("case_id").last()
+                                            .select("case_id", "attempt", "answer", "latency_s").iter_rows()):
+        work.answers[case_id] = StoredAnswer(attempt, text, latency)
+    work.answer_attempts = dict(answers.group_by("case_id").agg(pl.col("attempt").max()).iter_rows())
+    valid = judgments.filter(pl.col("error").is_null()).select("case_id", "judge_model", "judge_pass")
+    work.judged = {(c, j, int(p)) for c, j, p in valid.iter_rows()}
+    for c, j, p, a in judgments.group_by("case_id", "judge_model", "judge_pass").agg(
+            pl.col("attempt").max()).iter_rows():
+        work.judge_attempts[(c, j, int(p))] = a
+    seqs = [s for s in (answers["seq"].max(), judgments["seq"].max()) if s is not None]
+    work.last_seq = int(max(seqs, default=0))
+    return work
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The calls a run still needs, in dataset order."""
+
+    cases: tuple[CaseToJudge, ...]
+    to_answer: tuple[str, ...]
+    to_judge: tuple[tuple[str, int], ...]  # (case, pass) for the plan's judge model
+    judge_model: str
+    skipped_answers: int
+    skipped_judgments: int
+    unanswerable: int = 0  # judge-only plans: cases without a stored answer
+
+
+def make_plan(cases: list[CaseToJudge], work: StoredWork, judge_model: str, passes: tuple[int, ...],
+              answer: bool) -> Plan:
+    """``answer`` False: judge stored answers only (cases without one are counted as unanswerable)."""
+    answered = set(work.answers)
+    to_answer = tuple(c.case_id for c in cases if c.case_id not in answered) if answer else ()
+    judgeable = [c for c in cases if answer or c.case_id in answered]
+    to_judge = tuple((c.case_id, p) for c in judgeable for p in passes
+                     if (c.case_id, judge_model, p) not in work.judged)
+    return Plan(tuple(cases), to_answer, to_judge, judge_model,
+                skipped_answers=len(cases) - len(to_answer) if answer else 0,
+                skipped_judgments=len(judgeable) * len(passes) - len(to_judge),
+                unanswerable=0 if answer else len(cases) - len(judgeable))
+
+
+def cases_from_store(store: Store, dataset_sha256: str) -> list[CaseToJudge]:
+    """A run's cases rebuilt from the stored dataset tables (judging needs no dataset path)."""
+    if not store.has_dataset(dataset_sha256):
+        raise StoreError(f"{store.root}: dataset {dataset_sha256} is not stored")
+    cases = store.read("cases").filter(pl.col("dataset_sha256") == dataset_sha256).sort("position")
+    items = store.read("rubric_items").filter(pl.col("dataset_sha256") == dataset_sha256).sort("case_id", "item_index")
+    by_case: dict[str, list[tuple[str, float, str]]] = {}
+    for case_id, item_id, points, text in items.select("case_id", "item_id", "points", "text").iter_rows():
+        by_case.setdefault(case_id, []).append((item_id, points, text))
+    return [CaseToJudge(c, p, tuple(by_case.get(c, ()))) for c, p in cases.select("case_id", "prompt").iter_rows()]
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+def run_row(settings: CollectSettings, dataset_sha256: str, created_at: str | None = None,
+            extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "run_id": settings.run_id, "answer_model": settings.answer_model, "judge_model": settings.judge_model,
+        "protocol_version": protocol.PROTOCOL_VERSION, "dataset_sha256": dataset_sha256, "source": "collected",
+        "source_file": None, "answer_reasoning_effort": settings.reasoning_effort,
+        "created_at": created_at or now_iso(), "settings": json.dumps({**settings.describe(), **(extra or {})}),
+    }
+
+
+def ensure_run(store: Store, settings: CollectSettings, dataset_sha256: str) -> dict[str, Any]:
+    """Write the runs row if absent; refuse a resume whose answer model or dataset differs."""
+    if not store.has_run(settings.run_id):
+        row = run_row(settings, dataset_sha256)
+        store.write("runs", settings.run_id, [row])
+        return row
+    row = store.run(settings.run_id)
+    if row["answer_model"] != settings.answer_model:
+        raise StoreError(f"run {settings.run_id!r} holds answers of {row['answer_model']!r}, not "
+                         f"{settings.answer_model!r}: choose another --run-id")
+    if row["dataset_sha256"] != dataset_sha256:
+        raise StoreError(f"run {settings.run_id!r} was collected on dataset {row['dataset_sha256'][:12]}..., "
+                         f"not {dataset_sha256[:12]}... (a different --dataset): choose another --run-id")
+    return row
+
+
+def record_judge(store: Store, run: dict[str, Any], judge_model: str, endpoint: dict[str, Any]) -> None:
+    """Note an additional judge's endpoint in the run's settings (rewrites the runs row, same created_at)."""
+    settings = json.loads(run["settings"] or "{}")
+    judges = settings.setdefault("additional_judges", {})
+    if judge_model == run["judge_model"] or judges.get(judge_model) == endpoint:
+        return
+    judges[judge_model] = endpoint
+    store.write("runs", run["run_id"], [{**run, "settings": json.dumps(settings)}])

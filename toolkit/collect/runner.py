@@ -1,0 +1,335 @@
+"""Collect answers and judgments into the store: concurrent, durable as each call completes, resumable.
+
+Each run is collected under ``Store.lock``; its journal is recovered first,
+then the stored work is read so that completed answers and valid judgments
+are never asked for (or paid for) again. Every completed call is appended to
+the journal the moment it returns (a judgment together with its decisions,
+in one write), so ``kill -9`` loses only calls in flight; a checkpoint turns
+the journal into Parquet parts every few seconds and at the end. Ctrl-C
+cancels the calls in flight, checkpoints and reports an interrupted run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from toolkit import protocol
+from toolkit.collect.client import AdaptiveLimit, CallFailed, CallStats, ChatClient, Completion, EndpointFatal, now_iso
+from toolkit.collect.judge import CaseToJudge, InvalidJudgeReply, parse_decisions
+from toolkit.collect.plan import Plan, StoredAnswer, StoredWork, make_plan, read_stored_work
+from toolkit.collect.progress import Counts, Tracker, View, ViewFactory, view_factory
+from toolkit.collect.settings import CollectSettings, Endpoint
+from toolkit.journal import RunJournal
+from toolkit.store import Store
+
+
+@dataclass(frozen=True)
+class RunReport:
+    run_id: str
+    judge_model: str
+    answers_ok: int
+    answer_errors: int
+    judgments_ok: int
+    judge_errors: int
+    reasks: int
+    skipped_answers: int
+    skipped_judgments: int
+    unanswerable: int
+    interrupted: bool
+    elapsed_s: float
+
+    def line(self) -> str:
+        done = (f"{self.run_id}: {self.answers_ok} answers, {self.judgments_ok} judgments by {self.judge_model}"
+                f" ({self.skipped_answers} answers and {self.skipped_judgments} judgments already stored)")
+        problems = [f"{n} {what}" for n, what in ((self.answer_errors, "answer errors"),
+                                                  (self.judge_errors, "judge errors"),
+                                                  (self.reasks, "invalid judge replies re-asked"),
+                                                  (self.unanswerable, "cases without a stored answer")) if n]
+        return done + (f"; {', '.join(problems)}" if problems else "") + f" in {self.elapsed_s:.1f}s"
+
+
+@dataclass(frozen=True)
+class JobClients:
+    answer: ChatClient  # unset (None) when the run has nothing to answer
+    judge: ChatClient
+
+
+@dataclass(frozen=True)
+class CollectJob:
+    """One run to collect: ``answer`` False judges stored answers only."""
+
+    settings: CollectSettings
+    cases: tuple[CaseToJudge, ...]
+    answer: bool = True
+
+
+class Collector:
+    """The calls of one run, made by ``concurrency`` workers over its cases in dataset order."""
+
+    def __init__(self, job: CollectJob, journal: RunJournal, work: StoredWork, plan: Plan,
+                 clients: JobClients, counts: Counts):
+        self.settings = job.settings
+        self.journal = journal
+        self.work = work
+        self.plan = plan
+        self.counts = counts
+        self.clients = clients
+        self.by_id = {c.case_id: c for c in plan.cases}
+        passes: dict[str, list[int]] = {}
+        for case_id, judge_pass in plan.to_judge:
+            passes.setdefault(case_id, []).append(judge_pass)
+        self.passes = passes
+        todo = {*plan.to_answer, *passes}
+        self.jobs: list[str] = [c.case_id for c in plan.cases if c.case_id in todo]  # dataset order
+        counts.answers_total = len(plan.to_answer)
+        counts.judgments_total = len(plan.to_judge)
+        self.view: View | None = None
+
+    async def run(self) -> None:
+        if not self.jobs:
+            return
+        jobs = iter(self.jobs)
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(self.settings.concurrency, len(self.jobs))):
+                group.create_task(self._worker(jobs))
+
+    async def _worker(self, jobs: Iterator[str]) -> None:
+        for case_id in jobs:  # one shared iterator: next() never awaits, so each case goes to one worker
+            await self._case(self.by_id[case_id])
+
+    async def _case(self, case: CaseToJudge) -> None:
+        stored = self.work.answers.get(case.case_id)
+        answer_started: float | None = None
+        if stored is None:
+            answer_started = time.monotonic()
+            stored = await self._answer(case)
+            if stored is None:
+                return
+        for judge_pass in self.passes.get(case.case_id, ()):
+            await self._judge(case, stored, judge_pass, answer_started)
+
+    async def _answer(self, case: CaseToJudge) -> StoredAnswer | None:
+        s = self.settings
+        attempt = self.work.next_answer_attempt(case.case_id)
+        started_at = now_iso()
+        row: dict[str, Any] = {"run_id": s.run_id, "case_id": case.case_id, "attempt": attempt,
+                               "answer_model": s.answer_model, "reasoning_effort": s.reasoning_effort}
+        try:
+            call = await self.clients.answer.complete(
+                s.answer_model, protocol.answer_messages(case.prompt), temperature=protocol.ANSWER_TEMPERATURE,
+                max_completion_tokens=protocol.ANSWER_MAX_COMPLETION_TOKENS, reasoning_effort=s.reasoning_effort)
+        except CallFailed as failure:
+            row.update(seq=self.work.next_seq(), started_at=started_at, finished_at=now_iso(), error=failure.error)
+            self.journal.append("answers", row)
+            self.counts.answer_errors += 1
+            self._advance(answers=1)
+            return None
+        row.update(seq=self.work.next_seq(), answer=call.text, answer_temperature=call.temperature,
+                   **_call_columns(call))
+        self.journal.append("answers", row)
+        stored = StoredAnswer(attempt, call.text, call.latency_s)
+        self.work.answers[case.case_id] = stored
+        self._advance(answers=1)
+        return stored
+
+    async def _judge(self, case: CaseToJudge, answer: StoredAnswer, judge_pass: int,
+                     answer_started: float | None) -> None:
+        s, judge = self.settings, self.plan.judge_model
+        key = (case.case_id, judge, judge_pass)
+        messages = case.messages(answer.text)
+        for _ in range(1 + s.judge_reasks):
+            attempt = self.work.next_judge_attempt(key)
+            started_at = now_iso()
+            row: dict[str, Any] = {"run_id": s.run_id, "case_id": case.case_id, "judge_model": judge,
+                                   "judge_pass": judge_pass, "attempt": attempt, "answer_attempt": answer.attempt}
+            try:
+                call = await self.clients.judge.complete(
+                    judge, messages, temperature=protocol.JUDGE_TEMPERATURE,
+                    max_completion_tokens=protocol.JUDGE_MAX_COMPLETION_TOKENS,
+                    response_format=protocol.JUDGE_RESPONSE_FORMAT)
+            except CallFailed as failure:  # transport retries are spent: a judge error for this run
+                row.update(seq=self.work.next_seq(), started_at=started_at, finished_at=now_iso(),
+                           error=failure.error)
+                self.journal.append("judgments", row)
+                break
+            row.update(judge_temperature=call.temperature, raw_reply=call.text, **_call_columns(call),
+                       elapsed_seconds=None if answer_started is None else time.monotonic() - answer_started)
+            try:
+                decisions = parse_decisions(call.text, case.item_ids)
+            except InvalidJudgeReply as invalid:
+                row.update(seq=self.work.next_seq(), error=invalid.error)
+                self.journal.append("judgments", row)
+                self.counts.reasks += 1
+                continue
+            row.update(seq=self.work.next_seq(), error=None)
+            self.journal.append_many([("judgments", row), *(
+                ("decisions", {"run_id": s.run_id, "case_id": case.case_id, "judge_model": judge,
+                               "judge_pass": judge_pass, "item_id": item_id, "matched": matched,
+                               "judgment_attempt": attempt}) for item_id, matched in decisions.items())])
+            self.work.judged.add(key)
+            self._advance(judgments=1)
+            return
+        self.counts.judge_errors += 1
+        self._advance(judgments=1)
+
+    def _advance(self, answers: int = 0, judgments: int = 0) -> None:
+        self.counts.answers_done += answers
+        self.counts.judgments_done += judgments
+        if self.view is not None:
+            self.view.update()
+
+
+def _call_columns(call: Completion) -> dict[str, Any]:
+    return {"started_at": call.started_at, "finished_at": call.finished_at, "latency_s": call.latency_s,
+            "prompt_tokens": call.prompt_tokens, "completion_tokens": call.completion_tokens,
+            "reasoning_tokens": call.reasoning_tokens, "finish_reason": call.finish_reason}
+
+
+class ClientPool:
+    """SDK clients by endpoint; runs on the same endpoint (URL and key) share one adaptive limit,
+    because a provider's rate limit belongs to the key, not to the run."""
+
+    def __init__(self, concurrency: int):
+        self.concurrency = concurrency
+        self._limits: dict[tuple[str, tuple[str, ...]], tuple[AdaptiveLimit, CallStats]] = {}
+        self._clients: dict[tuple[str, str, tuple[str, ...]], ChatClient] = {}
+
+    def client(self, endpoint: Endpoint, role: str, settings: CollectSettings) -> ChatClient:
+        where = (endpoint.base_url, endpoint.key_envs)
+        if (role, *where) not in self._clients:
+            limit, stats = self._limits.setdefault(where, (AdaptiveLimit(self.concurrency), CallStats()))
+            self._clients[(role, *where)] = ChatClient(endpoint, role, settings.retry, limit, stats)
+        return self._clients[(role, *where)]
+
+    def for_job(self, settings: CollectSettings, plan: Plan) -> JobClients:
+        """Clients of one run, created only where calls are due (so a finished run needs no key)."""
+        answer = judge = None
+        if plan.to_answer:
+            assert settings.answer_endpoint is not None
+            answer = self.client(settings.answer_endpoint, "answer", settings)
+        if plan.to_answer or plan.to_judge:
+            judge = self.client(settings.judge_endpoint, "judge", settings)
+        return JobClients(answer, judge)  # type: ignore[arg-type]
+
+    @property
+    def stats(self) -> list[CallStats]:
+        return [s for _, s in self._limits.values()]
+
+    @property
+    def limits(self) -> list[AdaptiveLimit]:
+        return [lim for lim, _ in self._limits.values()]
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+
+
+def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = None,
+            label: str | None = None, prepare: Any = None) -> list[RunReport]:
+    """Collect several runs in one event loop (each under its lock); reports in job order.
+
+    ``prepare(store, job)`` runs under the lock after the journal is recovered and before the stored
+    work is read (the CLI uses it to write the runs row). Raises EndpointFatal on a wrong key or
+    unknown model, after checkpointing what completed.
+    """
+    started = time.monotonic()
+    concurrency = max(j.settings.concurrency for j in jobs)
+    pool = ClientPool(concurrency)
+    with ExitStack() as stack:
+        collectors: list[Collector] = []
+        journals: list[RunJournal] = []
+        for job in jobs:
+            stack.enter_context(store.lock(job.settings.run_id))
+            journal = RunJournal(store, job.settings.run_id)
+            journal.recover()
+            journals.append(journal)
+            if prepare is not None:
+                prepare(store, job)
+            work = read_stored_work(store, job.settings.run_id)
+            plan = make_plan(list(job.cases), work, job.settings.judge_model, job.settings.judge_passes, job.answer)
+            collectors.append(Collector(job, journal, work, plan, pool.for_job(job.settings, plan), Counts()))
+        tracker = Tracker(label or (jobs[0].settings.run_id if len(jobs) == 1 else f"{len(jobs)} runs"),
+                          stats=pool.stats, limits=pool.limits, runs=[c.counts for c in collectors])
+        view = (views or view_factory("none"))(tracker)
+        for c in collectors:
+            c.view = view
+        interval = min(j.settings.checkpoint_s for j in jobs)
+        try:
+            interrupted = asyncio.run(_drive(collectors, journals, pool, view, interval))
+        finally:
+            for journal in journals:
+                journal.close()
+    elapsed = time.monotonic() - started
+    return [RunReport(c.settings.run_id, c.plan.judge_model, c.counts.answers_done - c.counts.answer_errors,
+                      c.counts.answer_errors, c.counts.judgments_done - c.counts.judge_errors, c.counts.judge_errors,
+                      c.counts.reasks, c.plan.skipped_answers, c.plan.skipped_judgments, c.plan.unanswerable,
+                      interrupted, elapsed) for c in collectors]
+
+
+async def _drive(collectors: list[Collector], journals: list[RunJournal], pool: ClientPool, view: View,
+                 interval: float) -> bool:
+    """Run the collectors; True when stopped by SIGINT/SIGTERM."""
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    stopped = False
+
+    def stop() -> None:
+        nonlocal stopped
+        if not stopped:
+            stopped = True
+            main.cancel()
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop)
+            installed.append(sig)
+        except (ValueError, RuntimeError, NotImplementedError):  # not the main thread
+            pass
+
+    async def checkpoints() -> None:
+        while True:
+            await asyncio.sleep(interval)
+            for journal in journals:
+                journal.checkpoint()
+            view.tick()
+
+    ticker = asyncio.create_task(checkpoints())
+    view.start()
+    try:
+        async with asyncio.TaskGroup() as group:
+            for collector in collectors:
+                group.create_task(collector.run())
+    except asyncio.CancelledError:
+        if not stopped:
+            raise
+        main.uncancel()
+    except BaseExceptionGroup as failures:
+        fatal = _first(failures, EndpointFatal)
+        if fatal is not None:
+            raise fatal from None
+        raise
+    finally:
+        ticker.cancel()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        view.stop()
+        await pool.close()
+    return stopped
+
+
+def _first(group: BaseExceptionGroup, kind: type[BaseException]) -> BaseException | None:
+    for error in group.exceptions:
+        if isinstance(error, kind):
+            return error
+        if isinstance(error, BaseExceptionGroup):
+            found = _first(error, kind)
+            if found is not None:
+                return found
+    return None
