@@ -9,13 +9,20 @@ resamples whose statistic is ``statistics.fmean`` of the per-benchmark means.
 Reproduced here without calling ``randrange`` millions of times:
 
 * ``randrange(n)`` (n < 2**32) reads one 32-bit MT19937 output ``u`` per try and
-  keeps ``u >> (32 - k)`` with ``k = n.bit_length()``, retrying while that is
-  ``>= n``. Equivalently a try is accepted iff ``u < n << (32 - k)``, a threshold
-  on the raw output, so acceptance is a vectorised comparison. NumPy's MT19937,
-  loaded with ``random.Random(seed).getstate()``, yields the same raw outputs.
+  keeps ``v = u >> (32 - k)`` with ``k = n.bit_length()``, retrying while ``v >= n``.
+  A try is accepted iff ``u < n << (32 - k)``, a threshold on the raw output, so
+  acceptance is a vectorised comparison. NumPy's MT19937, loaded with
+  ``random.Random(seed).getstate()``, yields the same raw outputs.
+* A seed's outputs are the same for every call, so they are generated once, in
+  pieces kept in a bounded cache together with what is derived from them (the
+  values a size accepts, per piece). A benchmark's draws are then a slice.
+* The stratified pass mixes sizes. Outputs accepted by every size ("sure") or by
+  none need no decision; only outputs between the smallest and largest size
+  depend on the draw they serve. Those few are decided by one tight Python loop.
 * Sums are rebuilt column by column in the reference's left-to-right order with
   the summation of the interpreter whose numbers are to be matched (plain
-  addition up to CPython 3.11, Neumaier-compensated from 3.12).
+  addition up to CPython 3.11, Neumaier-compensated from 3.12); ``fsum`` rows by
+  error-free transformations, checked exact, falling back to ``math.fsum``.
 * Resample indices depend only on the benchmark sizes (in sorted name order),
   ``samples`` and ``seed``, so they are cached: runs of one dataset share them.
 """
@@ -25,9 +32,10 @@ from __future__ import annotations
 import math
 import random
 import sys
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Final, Literal, Mapping, Sequence
+from typing import Callable, Final, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -41,9 +49,12 @@ SUMMATIONS: Final = ("sequential", "compensated")
 DEFAULT_SUMMATION: Final[Summation] = "sequential" if sys.version_info < (3, 12) else "compensated"
 
 _MAX_SIZE: Final = 2**32 - 1  # beyond this randrange reads more than one 32-bit word per try
-_CHUNK: Final = 1 << 22  # raw outputs a scan examines at once: bounds memory (~60 MB peak)
-_SEGMENT_CHUNK: Final = 1 << 20  # smaller: block jumps keep a position array per threshold
-_CACHE_ENTRIES: Final = 4  # an entry holds 2 x samples x cases indices: 20 MB at 10k x 500 (uint16)
+_PIECE: Final = 1 << 20  # outputs per cached piece of a seed's stream (4 MB)
+_STEP: Final = 1 << 10  # accepted counts are kept every _STEP outputs: position <-> rank in O(_STEP)
+_SCAN_SPREAD: Final = 24  # scan when max - min size <= this (tries to decide per resample / blocks)
+_SEGMENT_CHUNK: Final = 1 << 20  # outputs a block-jumping pass looks at
+_CACHE_BYTES: Final = 192 << 20  # stream pieces and derived arrays; ~140 MB for 10k x 500 cases
+_CACHE_ENTRIES: Final = 4  # index sets of distinct size tuples (~10 MB each at 10k x 500 cases)
 
 
 @dataclass(frozen=True)
@@ -72,38 +83,101 @@ class Intervals:
     overall: tuple[float, float] = (math.nan, math.nan)
 
 
-class MT19937Stream:
-    """The 32-bit outputs of ``random.Random(seed)``, read in vectorised chunks.
+class _Cache:
+    """Least recently used arrays (or tuples of arrays), bounded in bytes; all stored read-only."""
 
-    Outputs are generated into a buffer; ``peek`` looks ahead without consuming,
-    ``advance`` consumes. Consumers peek more than they need and advance only past
-    what they used, so the leftover outputs go to the next consumer in order.
-    """
+    def __init__(self, limit: int) -> None:
+        self._items: OrderedDict[tuple, tuple[np.ndarray, ...]] = OrderedDict()
+        self._bytes, self._limit = 0, limit
+
+    def get(self, key: tuple, make: Callable[[], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+        item = self._items.get(key)
+        if item is None:
+            item = make()
+            self.put(key, item)
+        else:
+            self._items.move_to_end(key)
+        return item
+
+    def put(self, key: tuple, item: tuple[np.ndarray, ...]) -> None:
+        if key in self._items:
+            return
+        for array in item:
+            array.setflags(write=False)  # shared by every caller
+        self._items[key] = item
+        self._bytes += sum(a.nbytes for a in item)
+        while self._bytes > self._limit and len(self._items) > 1:
+            _, old = self._items.popitem(last=False)
+            self._bytes -= sum(a.nbytes for a in old)
+
+
+_CACHE: Final = _Cache(_CACHE_BYTES)
+
+
+class _SeedOutputs:
+    """The raw outputs of one seed, by piece. The generator state at each piece boundary is
+    kept (2.5 KB), so a piece evicted from the cache is regenerated alone."""
 
     def __init__(self, seed: int) -> None:
         _version, internal, _gauss = random.Random(seed).getstate()
+        self.seed = seed
         self._bitgen = np.random.MT19937()
-        self._bitgen.state = {
-            "bit_generator": "MT19937",
-            "state": {"key": np.array(internal[:-1], dtype=np.uint32), "pos": internal[-1]},
-        }
-        self._buffer = np.empty(0, dtype=np.uint32)
-        self._pos = 0
+        self._states = [(np.array(internal[:-1], dtype=np.uint32), internal[-1])]
+
+    def piece(self, index: int) -> np.ndarray:
+        return _CACHE.get(("raw", self.seed, index), lambda: (self._generate(index),))[0]
+
+    def _generate(self, index: int) -> np.ndarray:
+        for i in range(min(index, len(self._states) - 1), index + 1):
+            key, pos = self._states[i]
+            self._bitgen.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": pos}}
+            raw = self._bitgen.random_raw(_PIECE).astype(np.uint32)
+            if i + 1 == len(self._states):
+                state = self._bitgen.state["state"]
+                self._states.append((state["key"].copy(), state["pos"]))
+            if i < index:  # generated on the way: keep it too
+                _CACHE.put(("raw", self.seed, i), (raw,))
+        return raw
+
+    def read(self, start: int, count: int) -> np.ndarray:
+        """Outputs ``start .. start + count - 1`` (uint32, read-only when inside one piece)."""
+        first, offset = divmod(start, _PIECE)
+        if offset + count <= _PIECE:
+            return self.piece(first)[offset:offset + count]
+        last = (start + count - 1) // _PIECE
+        whole = np.concatenate([self.piece(i) for i in range(first, last + 1)])
+        return whole[offset:offset + count]
+
+
+@lru_cache(maxsize=8)
+def _outputs(seed: int) -> _SeedOutputs:
+    return _SeedOutputs(seed)
+
+
+class MT19937Stream:
+    """The 32-bit outputs of ``random.Random(seed)``, read in vectorised chunks.
+
+    ``peek`` looks ahead without consuming, ``advance`` consumes. Consumers peek
+    more than they need and advance only past what they used, so the leftover
+    outputs go to the next consumer in order. Outputs come from a per-seed cache
+    shared by all streams of that seed.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self._outputs = _outputs(seed)
+        self.position = 0  # outputs consumed
+        self._seen = 0  # outputs peeked at (absolute): the limit of advance
 
     def peek(self, count: int) -> np.ndarray:
         """The next ``count`` outputs (uint32), not consumed."""
-        available = self._buffer.size - self._pos
-        if available < count:
-            fresh = self._bitgen.random_raw(count - available).astype(np.uint32)
-            self._buffer = np.concatenate([self._buffer[self._pos:], fresh])
-            self._pos = 0
-        return self._buffer[self._pos:self._pos + count]
+        self._seen = max(self._seen, self.position + count)
+        return self._outputs.read(self.position, count)
 
     def advance(self, count: int) -> None:
         """Consume ``count`` outputs (which must have been peeked)."""
-        if count < 0 or self._pos + count > self._buffer.size:
-            raise ValueError(f"cannot advance {count} outputs: {self._buffer.size - self._pos} buffered")
-        self._pos += count
+        if count < 0 or self.position + count > self._seen:
+            raise ValueError(f"cannot advance {count} outputs: {self._seen - self.position} peeked")
+        self.position += count
 
     def take(self, count: int) -> np.ndarray:
         """The next ``count`` outputs, consumed."""
@@ -111,63 +185,148 @@ class MT19937Stream:
         self.advance(count)
         return out
 
-
-def _block_thresholds(sizes: Sequence[int]) -> tuple[list[int], list[int]]:
-    """Per size n: the raw-output threshold ``n << (32 - k)`` of an accepted try, and the shift ``32 - k``."""
-    shifts = [32 - n.bit_length() for n in sizes]
-    return [n << s for n, s in zip(sizes, shifts)], shifts
+    def _consumed_to(self, position: int) -> None:
+        self.position = position
+        self._seen = max(self._seen, position)
 
 
-def _draw_scan(stream: MT19937Stream, sizes: tuple[int, ...], samples: int) -> np.ndarray:
-    """Draws by classifying every output once; only ambiguous outputs are resolved in a loop.
+def _shift(n: int) -> int:
+    return 32 - n.bit_length()
 
-    Outputs below every block's threshold are accepted whatever draw they serve,
-    those at or above every threshold rejected. An ambiguous output's fate depends
-    on the draw it would serve, found in order by a Python loop: none for equal
-    sizes, few when the sizes are close (49 vs 50: 1 output in 64).
+
+def _index_dtype(sizes: Sequence[int]) -> type[np.unsignedinteger]:
+    # Indices are < 2**k: the narrowest type that holds them keeps caches small.
+    bits = max(sizes, default=1).bit_length()
+    return np.uint8 if bits <= 8 else np.uint16 if bits <= 16 else np.uint32
+
+
+def _tries(outputs: _SeedOutputs, bits: int, index: int) -> np.ndarray:
+    """Piece ``index`` as the indices that tries of ``randrange(n)``, ``n.bit_length() == bits``, read."""
+    def make() -> tuple[np.ndarray, ...]:
+        return ((outputs.piece(index) >> (32 - bits)).astype(_index_dtype([(1 << bits) - 1])),)
+    return _CACHE.get(("tries", outputs.seed, bits, index), make)[0]
+
+
+def _accepted(outputs: _SeedOutputs, n: int, index: int) -> tuple[np.ndarray, ...]:
+    """Of piece ``index``: the indices ``randrange(n)`` keeps, in order, and how many it keeps
+    before every multiple of _STEP."""
+    def make() -> tuple[np.ndarray, ...]:
+        tries = _tries(outputs, n.bit_length(), index)
+        kept = np.flatnonzero(tries < n)
+        return tries[kept], np.searchsorted(kept, np.arange(0, _PIECE + 1, _STEP)).astype(np.int32)
+    return _CACHE.get(("accepted", outputs.seed, n, index), make)
+
+
+def _rank(outputs: _SeedOutputs, n: int, index: int, offset: int) -> int:
+    """How many outputs of piece ``index`` before ``offset`` ``randrange(n)`` accepts."""
+    block = offset // _STEP
+    tail = _tries(outputs, n.bit_length(), index)[block * _STEP:offset]
+    return int(_accepted(outputs, n, index)[1][block]) + int(np.count_nonzero(tail < n))
+
+
+def _locate(outputs: _SeedOutputs, n: int, index: int, rank: int) -> int:
+    """Offset in piece ``index`` of the output accepted ``rank``-th (from 0) there by ``randrange(n)``."""
+    counts = _accepted(outputs, n, index)[1]
+    block = int(np.searchsorted(counts, rank, side="right")) - 1
+    tries = _tries(outputs, n.bit_length(), index)[block * _STEP:(block + 1) * _STEP]
+    return block * _STEP + int(np.flatnonzero(tries < n)[rank - counts[block]])
+
+
+def _take_accepted(outputs: _SeedOutputs, n: int, start: int, count: int) -> tuple[np.ndarray, int]:
+    """The next ``count`` results of ``randrange(n)`` from output ``start``, and the output after the last used."""
+    if count == 0:
+        return np.empty(0, dtype=_index_dtype([n])), start
+    index, offset = divmod(start, _PIECE)
+    rank = _rank(outputs, n, index, offset)
+    parts = []
+    while True:
+        values = _accepted(outputs, n, index)[0]
+        if rank + count <= values.size:
+            parts.append(values[rank:rank + count])
+            end = index * _PIECE + _locate(outputs, n, index, rank + count - 1) + 1
+            return (parts[0] if len(parts) == 1 else np.concatenate(parts)), end
+        parts.append(values[rank:])
+        count -= values.size - rank
+        index, rank = index + 1, 0
+
+
+def _between(outputs: _SeedOutputs, lo: int, hi: int, index: int) -> tuple[np.ndarray, ...]:
+    """Of piece ``index``, tries with an index in [lo, hi) (lo, hi of one bit length): their offsets,
+    index - lo, and how many tries before each have an index below lo."""
+    def make() -> tuple[np.ndarray, ...]:
+        tries = _tries(outputs, lo.bit_length(), index)
+        offsets = np.flatnonzero((tries >= lo) & (tries < hi))
+        sure_before = np.cumsum(tries < lo, dtype=np.int32)[offsets]
+        return offsets.astype(np.int32), tries[offsets] - np.asarray(lo, dtype=tries.dtype), sure_before
+    return _CACHE.get(("between", outputs.seed, lo, hi, index), make)
+
+
+def _draw_scan(outputs: _SeedOutputs, sizes: tuple[int, ...], samples: int, start: int
+               ) -> tuple[np.ndarray, int]:
+    """Draws for sizes of one bit length from output ``start``, and the output after the last used.
+
+    Outputs whose index is below ``min(sizes)`` are accepted by any draw: they are the
+    cached values of ``randrange(min)``. Outputs with an index at or above ``max(sizes)``
+    are rejected by all. The rest ("between", 1 in 2**k per unit of size spread) are
+    accepted or not depending on the draw d they would serve, d = sure outputs before
+    them + those of them accepted before: one Python loop over them, one lookup each.
     """
-    block_thr, block_shift = _block_thresholds(sizes)
-    period = np.repeat(np.arange(len(sizes)), sizes)  # block of each draw in a resample
-    thr_list = np.array(block_thr, dtype=np.uint32)[period].tolist()
-    shift_period = np.array(block_shift, dtype=np.uint32)[period]
-    length, total = len(thr_list), samples * len(thr_list)
-    lo, hi = min(block_thr), max(block_thr)
-    cost = sum(1 << (32 - s) for s in block_shift) / length  # expected tries per draw
-    out = np.empty(total, dtype=_index_dtype(sizes))
-    filled = 0
-    while filled < total:
-        remaining = total - filled
-        raw = stream.peek(min(_CHUNK, int(remaining * cost * 1.01) + 256))
-        sure = raw < lo
-        if lo == hi:
-            accepted = sure
-        else:
-            ambiguous_pos = np.flatnonzero((raw >= lo) & (raw < hi))
-            # Draw an ambiguous output would serve = draws filled before this chunk
-            # + sure acceptances before it + ambiguous acceptances before it (``extra``).
-            base = (filled + np.cumsum(sure)[ambiguous_pos]).tolist()
-            taken: list[int] = []
-            extra = 0
-            for j, (b, u) in enumerate(zip(base, raw[ambiguous_pos].tolist())):
-                d = b + extra
-                if d >= total:
-                    break
-                if u < thr_list[d % length]:
-                    taken.append(j)
-                    extra += 1
-            accepted = sure.copy()
-            accepted[ambiguous_pos[taken]] = True
-        positions = np.flatnonzero(accepted)[:remaining]
-        used = positions.size
-        if len(set(block_shift)) == 1:
-            shifts: np.ndarray | int = block_shift[0]
-        else:  # the period's shift pattern from the draw reached (1, 2, 4.. share a threshold, not k)
-            shifts = np.resize(np.roll(shift_period, -(filled % length)), used)
-        out[filled:filled + used] = raw[positions] >> shifts
-        filled += used
-        # Finished: consume up to the last output used. Otherwise all were examined.
-        stream.advance(int(positions[-1]) + 1 if filled == total and used else raw.size)
-    return out.reshape(samples, length)
+    lo, hi, length = min(sizes), max(sizes), sum(sizes)
+    total, spread = samples * length, hi - lo
+    if spread == 0:
+        values, end = _take_accepted(outputs, lo, start, total)
+        return values.reshape(samples, length), end
+    per_draw = np.repeat(sizes, sizes)  # the size a draw of a resample is for
+    # table[j * spread + c]: is index lo + c accepted by draw j (mod length)? Bytes, draws in order:
+    # the loop reads it front to back. Covers j < base (< length) + sure + accepted in a piece.
+    pattern = per_draw[:, None] > lo + np.arange(spread)
+    table = np.resize(pattern.astype(np.uint8).ravel(), (length + _PIECE) * spread).tobytes()
+    done, position = 0, start  # draws made before the piece, and where in the stream it is read from
+    draws, indices = [], []  # of the accepted between-outputs
+    while done < total:
+        index, offset = divmod(position, _PIECE)
+        offsets, classes, sure_before = _between(outputs, lo, hi, index)
+        first = int(np.searchsorted(offsets, offset))
+        sure_at = _rank(outputs, lo, index, offset)
+        sure = sure_before[first:] - sure_at
+        last = first + int(np.searchsorted(sure, total - done))  # draw >= done + sure: past the end
+        base = done % length
+        keys = (sure[:last - first] + base).astype(np.int64) * spread + classes[first:last]
+        extra = 0
+        # The hot loop: a hit's table key (base + sure + accepted before) * spread + class.
+        # (Iterating a memoryview makes the ints on the fly: cheaper than tolist.)
+        hits = [k for key in memoryview(keys) if table[(k := key + extra)] and (extra := extra + spread)]
+        if hits:
+            draw, cls = np.divmod(np.fromiter(hits, dtype=np.int64, count=len(hits)), spread)
+            draw += done - base
+            keep = int(np.searchsorted(draw, total))
+            draws.append(draw[:keep])
+            indices.append(cls[:keep] + lo)
+        done += int(_accepted(outputs, lo, index)[0].size) - sure_at + len(hits)
+        position = (index + 1) * _PIECE
+    draw = np.concatenate(draws) if draws else np.empty(0, dtype=np.int64)
+    sure_values, end = _take_accepted(outputs, lo, start, total - draw.size)
+    out = np.empty(total, dtype=sure_values.dtype)  # sure values with the hits put in between
+    sure_slots = np.ones(total, dtype=bool)
+    sure_slots[draw] = False
+    out[sure_slots] = sure_values
+    out[draw] = np.concatenate(indices) if indices else 0
+    if draw.size and draw[-1] == total - 1:  # the last draw took a between-output after the last sure one
+        run = int(np.argmin(np.append(draw[::-1] == np.arange(total - 1, total - 1 - draw.size, -1), False)))
+        end = _end_after_last_hit(outputs, per_draw.tolist(), total - run, total, end)
+    return out.reshape(samples, length), end
+
+
+def _end_after_last_hit(outputs: _SeedOutputs, per_draw: list[int], draw: int, total: int, position: int) -> int:
+    """Replays the few outputs after the last sure one until the last draw is made."""
+    shift = _shift(per_draw[0])
+    while True:
+        v = int(outputs.read(position, 1)[0]) >> shift
+        position += 1
+        if v < per_draw[draw % len(per_draw)]:
+            draw += 1
+            if draw == total:
+                return position
 
 
 def _draw_segments(stream: MT19937Stream, sizes: tuple[int, ...], samples: int) -> np.ndarray:
@@ -177,7 +336,7 @@ def _draw_segments(stream: MT19937Stream, sizes: tuple[int, ...], samples: int) 
     n-th output below it: a search in that threshold's sorted accepted positions.
     Cost does not depend on how far apart the thresholds are (sizes of different k).
     """
-    block_thr, block_shift = _block_thresholds(sizes)
+    block_thr = [n << _shift(n) for n in sizes]
     distinct = sorted(set(block_thr))
     which = [distinct.index(t) for t in block_thr]
     offsets = np.concatenate([[0], np.cumsum(sizes)]).tolist()
@@ -208,32 +367,30 @@ def _draw_segments(stream: MT19937Stream, sizes: tuple[int, ...], samples: int) 
         for b, n in enumerate(sizes):
             if rows[b]:
                 picks = accepted[which[b]][np.array(starts[b])[:, None] + np.arange(n)]
-                table[rows[b], offsets[b]:offsets[b + 1]] = raw[picks] >> np.uint32(block_shift[b])
+                table[rows[b], offsets[b]:offsets[b + 1]] = raw[picks] >> np.uint32(_shift(n))
         stream.advance(p)
     return table
-
-
-def _index_dtype(sizes: Sequence[int]) -> type[np.unsignedinteger]:
-    # Indices are < n: 16 bits cover every realistic benchmark and halve the cache.
-    return np.uint16 if max(sizes, default=1) <= 2**16 else np.uint32
 
 
 def _draw(stream: MT19937Stream, sizes: tuple[int, ...], samples: int, method: str = "auto") -> np.ndarray:
     """A (samples, sum(sizes)) table: per resample, ``sizes[0]`` draws of ``randrange(sizes[0])``, then the next...
 
     Consumes exactly the outputs the reference consumes. ``method`` (scan, segments)
-    is for tests; auto scans when few outputs are ambiguous, else jumps blocks.
+    is for tests; auto scans sizes of one bit length that are close, else jumps blocks.
     """
     if samples == 0 or not sizes:
         return np.empty((samples, sum(sizes)), dtype=_index_dtype(sizes))
+    one_length = len({n.bit_length() for n in sizes}) == 1
     if method == "auto":
-        block_thr, block_shift = _block_thresholds(sizes)
-        tries = sum(1 << (32 - s) for s in block_shift)  # expected outputs per resample
-        ambiguous = tries * (max(block_thr) - min(block_thr)) / 2**32
-        # A loop step per ambiguous output vs ~3 steps' worth per block.
-        method = "scan" if ambiguous <= 3 * len(sizes) else "segments"
+        # Per resample the scan decides len(sizes) * (max - min) outputs in a loop, segments make
+        # len(sizes) steps costing ~50 decisions each; the scan's table also grows with the spread.
+        method = "scan" if one_length and max(sizes) - min(sizes) <= _SCAN_SPREAD else "segments"
     if method == "scan":
-        return _draw_scan(stream, sizes, samples)
+        if not one_length:
+            raise ValueError(f"the scan needs sizes of one bit length, got {sizes}")
+        table, end = _draw_scan(stream._outputs, sizes, samples, stream.position)
+        stream._consumed_to(end)
+        return table
     if method == "segments":
         return _draw_segments(stream, sizes, samples)
     raise ValueError(f"unknown draw method {method!r}")
@@ -242,17 +399,14 @@ def _draw(stream: MT19937Stream, sizes: tuple[int, ...], samples: int, method: s
 @lru_cache(maxsize=_CACHE_ENTRIES)
 def _cached_indices(sizes: tuple[int, ...], samples: int, seed: int
                     ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
-    """Index matrices as read-only (n, samples) arrays: row j holds the j-th draw of every resample.
-
-    Stored transposed so the column-by-column sums read contiguous rows.
-    """
+    """Read-only (samples, n) index arrays: per benchmark, then the stratified pass's blocks."""
     stream = MT19937Stream(seed)
-    per_benchmark = [np.ascontiguousarray(_draw(stream, (n,), samples).T) for n in sizes]
+    per_benchmark = [_draw(stream, (n,), samples) for n in sizes]
     table = _draw(stream, sizes, samples)
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).tolist()
-    overall = [np.ascontiguousarray(table[:, offsets[b]:offsets[b + 1]].T) for b in range(len(sizes))]
-    for array in (*per_benchmark, *overall):
+    for array in (*per_benchmark, table):
         array.setflags(write=False)  # shared through the cache
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    overall = [table[:, offsets[b]:offsets[b + 1]] for b in range(len(sizes))]
     return tuple(per_benchmark), tuple(overall)
 
 
@@ -275,7 +429,7 @@ def reference_indices(sizes: Sequence[int], settings: BootstrapSettings = Bootst
     overall interval. ``settings.summation`` plays no part.
     """
     per_benchmark, overall = _cached_indices(_check_sizes(sizes), settings.samples, settings.seed)
-    return [a.T for a in per_benchmark], [a.T for a in overall]
+    return list(per_benchmark), list(overall)
 
 
 def resample_means(values: Sequence[float] | np.ndarray, indices: np.ndarray,
@@ -287,7 +441,7 @@ def resample_means(values: Sequence[float] | np.ndarray, indices: np.ndarray,
         raise ValueError(f"indices must be a (samples, n) array with n >= 1, got shape {idx.shape}")
     samples, n = idx.shape
     # Column j of every resample at once: a gather on the transposed indices gives rows.
-    columns = vals[idx.T]
+    columns = np.take(vals, idx.T)
     # CPython starts at int 0; its first float is 0 + x (turns -0.0 into 0.0), then adds.
     total = np.zeros(samples)
     if summation == "sequential":
@@ -309,16 +463,8 @@ def resample_means(values: Sequence[float] | np.ndarray, indices: np.ndarray,
     return total / n
 
 
-def percentile_reference(values: Sequence[float] | np.ndarray, p: float) -> float:
-    """The reference's percentile: linear interpolation written as ``o[lo]*(1-f) + o[hi]*f``.
-
-    Not numpy's formula, whose rounding differs in the last bit. ``values`` need not
-    be sorted; NaN is not supported (Python's ``sorted`` has no defined order for it).
-    """
-    # Stable, like sorted(): equal values (0.0 and -0.0) keep their input order.
-    ordered = np.sort(np.asarray(values, dtype=np.float64).ravel(), kind="stable")
-    if ordered.size == 0:
-        return math.nan
+def _from_ordered(ordered: np.ndarray, p: float) -> float:
+    """The reference's interpolation ``o[lo]*(1-f) + o[hi]*f`` on values in order at lo and hi."""
     pos = (ordered.size - 1) * p
     lo, hi = math.floor(pos), math.ceil(pos)
     if lo == hi:
@@ -327,8 +473,56 @@ def percentile_reference(values: Sequence[float] | np.ndarray, p: float) -> floa
     return float(ordered[lo]) * (1 - f) + float(ordered[hi]) * f
 
 
-def _interval(values: np.ndarray | list[float]) -> tuple[float, float]:
-    return percentile_reference(values, CI_LOW), percentile_reference(values, CI_HIGH)
+def percentile_reference(values: Sequence[float] | np.ndarray, p: float) -> float:
+    """The reference's percentile: linear interpolation written as ``o[lo]*(1-f) + o[hi]*f``.
+
+    Not numpy's formula, whose rounding differs in the last bit. ``values`` need not
+    be sorted; NaN is not supported (Python's ``sorted`` has no defined order for it).
+    """
+    # Stable, like sorted(): equal values (0.0 and -0.0) keep their input order.
+    ordered = np.sort(np.asarray(values, dtype=np.float64).ravel(), kind="stable")
+    return math.nan if ordered.size == 0 else _from_ordered(ordered, p)
+
+
+def _interval(values: np.ndarray) -> tuple[float, float]:
+    """(CI_LOW, CI_HIGH) percentiles; only the order statistics they read are put in place."""
+    values = np.asarray(values, dtype=np.float64).ravel()
+    if values.size == 0:
+        return math.nan, math.nan
+    spots = [(values.size - 1) * p for p in (CI_LOW, CI_HIGH)]
+    kth = sorted({f(s) for s in spots for f in (math.floor, math.ceil)})
+    ordered = np.partition(values, kth)
+    if np.any(ordered[kth] == 0):  # 0.0 and -0.0 tie: only a stable sort says which comes first
+        return percentile_reference(values, CI_LOW), percentile_reference(values, CI_HIGH)
+    return _from_ordered(ordered, CI_LOW), _from_ordered(ordered, CI_HIGH)
+
+
+def _fmeans(rows: np.ndarray) -> np.ndarray:
+    """``statistics.fmean`` of every row: ``math.fsum(row) / len(row)``.
+
+    fsum is the correctly rounded exact sum. Error-free TwoSum splits the exact sum
+    into high + sum(errors); when the errors add up exactly (checked, again by
+    TwoSum) the exact sum is high + low and one rounded addition gives fsum's result.
+    Rows where that check fails or something is not finite go to math.fsum itself.
+    """
+    count = rows.shape[1]
+    columns = rows.T
+    high, low = columns[0] + 0.0, np.zeros(rows.shape[0])
+    exact = np.ones(rows.shape[0], dtype=bool)
+    for x in columns[1:]:
+        s = high + x
+        back = s - high
+        error = (high - (s - back)) + (x - back)
+        high = s
+        s = low + error
+        back = s - low
+        exact &= ((low - (s - back)) + (error - back)) == 0
+        low = s
+    total = high + low
+    total[total == 0] = 0.0  # an exact zero sum is +0.0 in fsum
+    for i in np.flatnonzero(~exact | ~np.isfinite(total)).tolist():
+        total[i] = math.fsum(rows[i].tolist())
+    return total / count
 
 
 def reference_intervals(values_by_benchmark: Mapping[str, Sequence[float] | np.ndarray],
@@ -354,8 +548,5 @@ def reference_intervals(values_by_benchmark: Mapping[str, Sequence[float] | np.n
         name: _interval(resample_means(array, idx, settings.summation))
         for name, array, idx in zip(names, arrays, per_benchmark)
     }
-    # fmean(ms) = fsum(ms) / len(ms) per resample; math.fsum is exact, 10k rows is cheap.
     means = np.stack([resample_means(array, idx, settings.summation) for array, idx in zip(arrays, overall)], axis=1)
-    count = len(names)
-    boot = [math.fsum(row) / count for row in means.tolist()]
-    return Intervals(benchmarks, _interval(boot))
+    return Intervals(benchmarks, _interval(_fmeans(means)))

@@ -64,6 +64,18 @@ def macro(per_benchmark: np.ndarray, has: np.ndarray) -> np.ndarray:
         return values.sum(axis=-1) / has.sum(axis=-1)
 
 
+def from_arrays(scores: np.ndarray, sizes: dict[str, int], units: Sequence[str] | None = None,
+                present: np.ndarray | None = None) -> CaseMatrix:
+    """A matrix from (units x cases) scores whose columns are benchmarks of ``sizes`` laid end to end."""
+    scores = np.asarray(scores, dtype=np.float64)
+    present = np.ones_like(scores) if present is None else np.asarray(present, dtype=np.float64)
+    stops = np.cumsum(list(sizes.values())).tolist()
+    slices = tuple(slice(stop - n, stop) for stop, n in zip(stops, sizes.values()))
+    names = tuple(units) if units is not None else tuple(f"u{i}" for i in range(scores.shape[0]))
+    return CaseMatrix(names, tuple(sizes), slices, tuple(str(i) for i in range(scores.shape[1])),
+                      scores * present, present)
+
+
 def case_matrix(cases: pl.DataFrame, units: Sequence[str] | None = None, unit: str = "run_id",
                 value: str = "score") -> CaseMatrix:
     """The matrix of ``cases`` (columns ``unit``, benchmark, case_id, ``value`` and optionally position).
@@ -71,7 +83,8 @@ def case_matrix(cases: pl.DataFrame, units: Sequence[str] | None = None, unit: s
     ``units`` fixes the row order (default: first appearance); a unit without any case gets an
     all-absent row. Duplicate (unit, case) rows are an error.
     """
-    frame = cases.select(pl.col(unit).alias("_unit"), "benchmark", "case_id", pl.col(value).cast(pl.Float64).alias("_v"),
+    frame = cases.select(pl.col(unit).alias("_unit"), "benchmark", "case_id",
+                         pl.col(value).cast(pl.Float64).alias("_v"),
                          *(["position"] if "position" in cases.columns else []))
     dup = frame.filter(pl.struct("_unit", "benchmark", "case_id").is_duplicated())
     if dup.height:

@@ -57,15 +57,15 @@ def serve(host: str, port: int, latency_ms: float, rate_429: float, rate_5xx: fl
     def on_term(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = signal.signal(signal.SIGTERM, on_term)
+    # both signals end the loop below, even when a parent shell started us with SIGINT ignored
+    previous = {sig: signal.signal(sig, on_term) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         click.echo(server.base_url)
         click.echo(f"bedside sim: models {', '.join(LISTED_MODELS)} and sim/skill-<0..1>; Ctrl-C stops", err=True)
         while not stop.wait(0.5):
             pass
-    except KeyboardInterrupt:
-        pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         server.stop()
         click.echo("bedside sim: stopped", err=True)

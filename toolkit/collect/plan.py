@@ -80,12 +80,16 @@ class Plan:
     skipped_answers: int
     skipped_judgments: int
     unanswerable: int = 0  # judge-only plans: cases without a stored answer
+    answering: bool = True
 
 
 def make_plan(cases: list[CaseToJudge], work: StoredWork, judge_model: str, passes: tuple[int, ...],
               answer: bool) -> Plan:
-    """``answer`` False: judge stored answers only (cases without one are counted as unanswerable)."""
+    """``answer`` False: judge the stored answers only; cases the run attempted without a successful
+    answer are counted as unanswerable, cases it never attempted are not part of it."""
     answered = set(work.answers)
+    if not answer:
+        cases = [c for c in cases if c.case_id in work.answer_attempts or c.case_id in answered]
     to_answer = tuple(c.case_id for c in cases if c.case_id not in answered) if answer else ()
     judgeable = [c for c in cases if answer or c.case_id in answered]
     to_judge = tuple((c.case_id, p) for c in judgeable for p in passes
@@ -93,7 +97,7 @@ def make_plan(cases: list[CaseToJudge], work: StoredWork, judge_model: str, pass
     return Plan(tuple(cases), to_answer, to_judge, judge_model,
                 skipped_answers=len(cases) - len(to_answer) if answer else 0,
                 skipped_judgments=len(judgeable) * len(passes) - len(to_judge),
-                unanswerable=0 if answer else len(cases) - len(judgeable))
+                unanswerable=0 if answer else len(cases) - len(judgeable), answering=answer)
 
 
 def cases_from_store(store: Store, dataset_sha256: str) -> list[CaseToJudge]:

@@ -114,21 +114,26 @@ class PlainView(View):
 
 
 class RichView(View):
+    """A bar (done/total, %, rate, elapsed, ETA) with the status line beneath it."""
+
     def __init__(self, tracker: Tracker, out: TextIO):
         super().__init__(tracker)
-        from rich.console import Console
+        from rich.console import Console, Group
+        from rich.live import Live
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
+        from rich.text import Text
 
         self._progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
-            TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            TextColumn("{task.fields[status]}"), console=Console(file=out), refresh_per_second=4)
-        self._task = self._progress.add_task(tracker.label, total=max(1, tracker.total), rate="", status="",
-                                             start=False)
+            TextColumn("[bold]{task.description}"), BarColumn(bar_width=30), MofNCompleteColumn(),
+            TaskProgressColumn(), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"),
+            TimeRemainingColumn())
+        self._task = self._progress.add_task(tracker.label, total=max(1, tracker.total), rate="", start=False)
+        self._status = Text()
+        self._live = Live(Group(self._progress, self._status), console=Console(file=out), refresh_per_second=4)
 
     def start(self) -> None:
-        self._progress.start()
+        self._live.start()
         self._progress.start_task(self._task)
         self.update()
 
@@ -136,14 +141,15 @@ class RichView(View):
         t = self.tracker
         elapsed = time.monotonic() - t.started
         rate = f"{t.done / elapsed:.1f} calls/s" if elapsed > 0 else ""
-        self._progress.update(self._task, total=max(1, t.total), completed=t.done, rate=rate, status=t.status())
+        self._progress.update(self._task, total=max(1, t.total), completed=t.done, rate=rate)
+        self._status.plain = "  " + t.status()
 
     def tick(self) -> None:
         self.update()
 
     def stop(self) -> None:
         self.update()
-        self._progress.stop()
+        self._live.stop()
 
 
 ViewFactory = Callable[[Tracker], View]

@@ -16,16 +16,20 @@ import signal
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Awaitable, Iterator
 
 from toolkit import protocol
-from toolkit.collect.client import AdaptiveLimit, CallFailed, CallStats, ChatClient, Completion, EndpointFatal, now_iso
+from toolkit.collect.client import (AdaptiveLimit, CallFailed, CallStats, ChatClient, Completion, EndpointFatal,
+                                   now_iso)
 from toolkit.collect.judge import CaseToJudge, InvalidJudgeReply, parse_decisions
 from toolkit.collect.plan import Plan, StoredAnswer, StoredWork, make_plan, read_stored_work
 from toolkit.collect.progress import Counts, Tracker, View, ViewFactory, view_factory
 from toolkit.collect.settings import CollectSettings, Endpoint
 from toolkit.journal import RunJournal
 from toolkit.store import Store
+
+
+RAMP_STEP_S = 0.002
 
 
 @dataclass(frozen=True)
@@ -42,10 +46,15 @@ class RunReport:
     unanswerable: int
     interrupted: bool
     elapsed_s: float
+    answering: bool = True
 
     def line(self) -> str:
-        done = (f"{self.run_id}: {self.answers_ok} answers, {self.judgments_ok} judgments by {self.judge_model}"
-                f" ({self.skipped_answers} answers and {self.skipped_judgments} judgments already stored)")
+        if self.answering:
+            done = (f"{self.run_id}: {self.answers_ok} answers, {self.judgments_ok} judgments by {self.judge_model}"
+                    f" ({self.skipped_answers} answers and {self.skipped_judgments} judgments already stored)")
+        else:
+            done = (f"{self.run_id}: {self.judgments_ok} judgments by {self.judge_model} of stored answers "
+                    f"({self.skipped_judgments} already stored)")
         problems = [f"{n} {what}" for n, what in ((self.answer_errors, "answer errors"),
                                                   (self.judge_errors, "judge errors"),
                                                   (self.reasks, "invalid judge replies re-asked"),
@@ -95,10 +104,14 @@ class Collector:
             return
         jobs = iter(self.jobs)
         async with asyncio.TaskGroup() as group:
-            for _ in range(min(self.settings.concurrency, len(self.jobs))):
-                group.create_task(self._worker(jobs))
+            for index in range(min(self.settings.concurrency, len(self.jobs))):
+                group.create_task(self._worker(jobs, index * RAMP_STEP_S))
 
-    async def _worker(self, jobs: Iterator[str]) -> None:
+    async def _worker(self, jobs: Iterator[str], delay: float) -> None:
+        # Workers start RAMP_STEP_S apart: no burst of C identical requests at second 0 (the first
+        # thing a provider's burst limit sees), and completions stay spread out instead of arriving
+        # in lock-step waves that queue behind each other on the event loop.
+        await asyncio.sleep(delay)
         for case_id in jobs:  # one shared iterator: next() never awaits, so each case goes to one worker
             await self._case(self.by_id[case_id])
 
@@ -198,12 +211,15 @@ class ClientPool:
         self.concurrency = concurrency
         self._limits: dict[tuple[str, tuple[str, ...]], tuple[AdaptiveLimit, CallStats]] = {}
         self._clients: dict[tuple[str, str, tuple[str, ...]], ChatClient] = {}
+        self._sdks: dict[tuple[str, tuple[str, ...]], Any] = {}
 
     def client(self, endpoint: Endpoint, role: str, settings: CollectSettings) -> ChatClient:
         where = (endpoint.base_url, endpoint.key_envs)
         if (role, *where) not in self._clients:
             limit, stats = self._limits.setdefault(where, (AdaptiveLimit(self.concurrency), CallStats()))
-            self._clients[(role, *where)] = ChatClient(endpoint, role, settings.retry, limit, stats)
+            client = ChatClient(endpoint, role, settings.retry, limit, stats, self._sdks.get(where))
+            self._sdks[where] = client.sdk  # one connection pool per endpoint
+            self._clients[(role, *where)] = client
         return self._clients[(role, *where)]
 
     def for_job(self, settings: CollectSettings, plan: Plan) -> JobClients:
@@ -225,8 +241,8 @@ class ClientPool:
         return [lim for lim, _ in self._limits.values()]
 
     async def close(self) -> None:
-        for client in self._clients.values():
-            await client.close()
+        for sdk in self._sdks.values():
+            await sdk.close()
 
 
 def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = None,
@@ -268,12 +284,11 @@ def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = No
     return [RunReport(c.settings.run_id, c.plan.judge_model, c.counts.answers_done - c.counts.answer_errors,
                       c.counts.answer_errors, c.counts.judgments_done - c.counts.judge_errors, c.counts.judge_errors,
                       c.counts.reasks, c.plan.skipped_answers, c.plan.skipped_judgments, c.plan.unanswerable,
-                      interrupted, elapsed) for c in collectors]
+                      interrupted, elapsed, c.plan.answering) for c in collectors]
 
 
-async def _drive(collectors: list[Collector], journals: list[RunJournal], pool: ClientPool, view: View,
-                 interval: float) -> bool:
-    """Run the collectors; True when stopped by SIGINT/SIGTERM."""
+async def interruptible(work: Awaitable[None]) -> bool:
+    """Await ``work``; True when SIGINT/SIGTERM cancelled it (its own cleanup has run by then)."""
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     assert main is not None
@@ -292,20 +307,8 @@ async def _drive(collectors: list[Collector], journals: list[RunJournal], pool: 
             installed.append(sig)
         except (ValueError, RuntimeError, NotImplementedError):  # not the main thread
             pass
-
-    async def checkpoints() -> None:
-        while True:
-            await asyncio.sleep(interval)
-            for journal in journals:
-                journal.checkpoint()
-            view.tick()
-
-    ticker = asyncio.create_task(checkpoints())
-    view.start()
     try:
-        async with asyncio.TaskGroup() as group:
-            for collector in collectors:
-                group.create_task(collector.run())
+        await work
     except asyncio.CancelledError:
         if not stopped:
             raise
@@ -316,12 +319,35 @@ async def _drive(collectors: list[Collector], journals: list[RunJournal], pool: 
             raise fatal from None
         raise
     finally:
-        ticker.cancel()
         for sig in installed:
             loop.remove_signal_handler(sig)
+    return stopped
+
+
+async def _drive(collectors: list[Collector], journals: list[RunJournal], pool: ClientPool, view: View,
+                 interval: float) -> bool:
+    """Run the collectors, checkpointing every ``interval`` s; True when stopped by a signal."""
+
+    async def checkpoints() -> None:
+        while True:
+            await asyncio.sleep(interval)
+            for journal in journals:
+                journal.checkpoint()
+            view.tick()
+
+    async def everything() -> None:
+        async with asyncio.TaskGroup() as group:
+            for collector in collectors:
+                group.create_task(collector.run())
+
+    ticker = asyncio.create_task(checkpoints())
+    view.start()
+    try:
+        return await interruptible(everything())
+    finally:
+        ticker.cancel()
         view.stop()
         await pool.close()
-    return stopped
 
 
 def _first(group: BaseExceptionGroup, kind: type[BaseException]) -> BaseException | None:

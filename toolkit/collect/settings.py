@@ -34,14 +34,16 @@ class Endpoint:
         """The first variable that is set, else None."""
         return next((name for name in self.key_envs if os.environ.get(name)), None)
 
-    def api_key(self) -> str:
-        """The key to send; SettingsError naming the variables when none is set."""
+    def api_key(self, role: str = "answer") -> str:
+        """The key to send; SettingsError naming the variables (and the flags) when none is set."""
         if not self.key_envs:
             return NO_KEY
         name = self.key_env()
         if name is None:
             names = " or ".join(f"${n}" for n in self.key_envs)
-            raise SettingsError(f"no API key for {self.base_url}: set {names} (or choose another with --api-key-env)")
+            prefix = "--judge-" if role == "judge" else "--"
+            raise SettingsError(f"no API key for the {role} model at {self.base_url}: set {names}, or point "
+                                f"{prefix}api-key-env at the variable holding it (endpoint: {prefix}base-url)")
         return os.environ[name]
 
     def describe(self) -> dict[str, Any]:
@@ -156,6 +158,7 @@ class CollectSettings:
     judge_reasks: int = 2  # extra judge calls after an invalid reply
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     checkpoint_s: float = 2.0
+    batch: bool = False  # through the Batch API instead of direct calls
     selection: dict[str, Any] = field(default_factory=dict)  # smoke / limit / benchmarks, for the runs row
 
     def describe(self) -> dict[str, Any]:
@@ -169,5 +172,6 @@ class CollectSettings:
             "judge_reasks": self.judge_reasks,
             "max_attempts": self.retry.max_attempts,
             "timeout_s": self.retry.timeout_s,
+            "batch": self.batch,
             "selection": self.selection,
         }

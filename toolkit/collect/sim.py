@@ -20,7 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from toolkit.collect.sim_batch import add_batch_routes
-from toolkit.collect.sim_chat import SimProvider, chat_handler, models_handler, stats_handler
+from toolkit.collect.sim_chat import PROVIDER, SimProvider, chat_handler, models_handler, stats_handler
 
 _MAX_BODY = 512 * 1024 * 1024  # batch input files can be large
 
@@ -71,7 +71,7 @@ def is_loopback(host: str) -> bool:
 
 def build_app(provider: SimProvider) -> web.Application:
     app = web.Application(client_max_size=_MAX_BODY)
-    app["provider"] = provider
+    app[PROVIDER] = provider
     app.router.add_post("/v1/chat/completions", chat_handler)
     app.router.add_get("/v1/models", models_handler)
     app.router.add_get("/v1/models/{model:.+}", models_handler)

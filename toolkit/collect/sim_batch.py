@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from toolkit.collect.sim_chat import ChatError, SimProvider, json_reply, read_json
+from toolkit.collect.sim_chat import PROVIDER, ChatError, SimProvider, json_reply, read_json
 
 BATCH_ENDPOINT = "/v1/chat/completions"
 _ACTIVE = ("validating", "in_progress", "finalizing")
@@ -166,6 +166,9 @@ class BatchState:
         self.provider.stats.batch_event("cancelled")
 
 
+BATCH_STATE: web.AppKey[BatchState] = web.AppKey("batch_state")
+
+
 def _jsonl(rows: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode()
 
@@ -214,7 +217,7 @@ def _parse_input(data: bytes) -> tuple[list[tuple[str, dict[str, Any]]], list[di
 # -- handlers --------------------------------------------------------------
 
 def _state(request: web.Request) -> BatchState:
-    return request.app["batch_state"]
+    return request.app[BATCH_STATE]
 
 
 def _guarded(handler: Any) -> Any:
@@ -304,14 +307,14 @@ async def cancel_batch(request: web.Request) -> web.Response:
 
 
 async def _stop_workers(app: web.Application) -> None:
-    tasks = list(app["batch_state"].tasks)
+    tasks = list(app[BATCH_STATE].tasks)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def add_batch_routes(app: web.Application) -> None:
-    app["batch_state"] = BatchState(app["provider"])
+    app[BATCH_STATE] = BatchState(app[PROVIDER])
     app.on_shutdown.append(_stop_workers)
     r = app.router
     r.add_post("/v1/files", _guarded(upload_file))

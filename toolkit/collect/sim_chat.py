@@ -24,6 +24,7 @@ from toolkit.collect.sim_stats import SimStats
 if TYPE_CHECKING:
     from toolkit.collect.sim import SimConfig
 
+PROVIDER: web.AppKey[SimProvider] = web.AppKey("provider")
 _RESPONSE_FORMATS = frozenset({"text", "json_object", "json_schema"})
 
 
@@ -200,7 +201,7 @@ async def read_json(request: web.Request) -> Any:
 
 
 async def chat_handler(request: web.Request) -> web.Response:
-    provider: SimProvider = request.app["provider"]
+    provider = request.app[PROVIDER]
     config = provider.config
     try:
         body = await read_json(request)
@@ -245,7 +246,7 @@ async def chat_handler(request: web.Request) -> web.Response:
 
 
 async def models_handler(request: web.Request) -> web.Response:
-    provider: SimProvider = request.app["provider"]
+    provider = request.app[PROVIDER]
     try:
         provider.check_auth(request)
     except ChatError as error:
@@ -262,7 +263,7 @@ async def models_handler(request: web.Request) -> web.Response:
 
 
 async def stats_handler(request: web.Request) -> web.Response:
-    provider: SimProvider = request.app["provider"]
+    provider = request.app[PROVIDER]
     if request.method == "POST":
         provider.stats.reset()
     return web.json_response(provider.stats.snapshot())

@@ -1,0 +1,167 @@
+"""Benchmark: compare 30 runs x 500 cases (435 pairs, 10,000 shared paired resamples, rank intervals).
+
+Run: python tests/perf/compare_scale.py [--runs 30] [--samples 10000] [--loop-pairs 30]
+
+Builds the 500-case panel from the public split (tests/perf/panel.py), writes 30 simulated runs
+through Store.write, then in a fresh child process (so peak memory is the comparison's own) times:
+reading + scoring the store, the comparison engine on the scored cases, and the whole
+``compare`` (both with and without per-benchmark pairs). Prints wall times, peak RSS, and the
+ratio against a straightforward per-pair loop (numpy inside, one pair at a time) timed on a subset
+of pairs and extrapolated to all of them, after checking that both give the same numbers.
+Targets: <= 3 s wall for the full comparison, <= 1.5 GB peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+from tests.analysis_sim import simulate_decisions, write_rows  # noqa: E402
+from tests.perf.panel import build_panel, shared_root  # noqa: E402
+from toolkit.analysis.compare import CompareOptions, compare_cases, compare_data, resample_units  # noqa: E402
+from toolkit.analysis.matrix import case_matrix  # noqa: E402
+from toolkit.analysis.paired import ResampleSettings, percentile_interval, two_sided_p  # noqa: E402
+from toolkit.dataset import load_dataset  # noqa: E402
+from toolkit.selection import JudgeSelection, per_case, read_runs  # noqa: E402
+from toolkit.store import Store  # noqa: E402
+
+
+def build_store(root: Path, runs: int) -> Store:
+    panel = load_dataset(build_panel(shared_root(), root))
+    assert len(panel.raw_cases) == 500, len(panel.raw_cases)
+    store = Store.open(root / "store")
+    for i in range(runs):
+        run_id = f"model-{i:02d}"
+        decisions = simulate_decisions(panel, run_id, skill=0.04 * i, seed=100 + i)
+        write_rows(store, panel, run_id, decisions, created=i)
+    return store
+
+
+def per_pair_loop(cases: pl.DataFrame, run_ids: list[str], settings: ResampleSettings,
+                  pairs: list[tuple[int, int]]) -> tuple[float, dict[tuple[int, int], tuple[float, float, float]]]:
+    """The straightforward way: the same index tensors, then one pair at a time, gathering each
+    benchmark's resampled case differences and averaging them. Returns (seconds, {pair: (lo, hi, p)})."""
+    matrix = case_matrix(cases, run_ids)
+    rng = np.random.default_rng(settings.seed)
+    indices = [rng.integers(0, s.stop - s.start, size=(settings.samples, s.stop - s.start)) for s in matrix.slices]
+    start = time.perf_counter()
+    out = {}
+    for i, j in pairs:
+        per_benchmark = []
+        for s, idx in zip(matrix.slices, indices):
+            diff = matrix.scores[i, s] - matrix.scores[j, s]
+            per_benchmark.append(diff[idx].mean(axis=1))
+        boot = np.mean(per_benchmark, axis=0)[None, :]
+        delta = np.mean([(matrix.scores[i, s] - matrix.scores[j, s]).mean() for s in matrix.slices])
+        lo, hi = percentile_interval(boot)
+        out[(i, j)] = (float(lo[0]), float(hi[0]), float(two_sided_p(boot, np.array([delta]))[0]))
+    return time.perf_counter() - start, out
+
+
+def measure(store_dir: str, samples: int, loop_pairs: int) -> dict:
+    """Runs in the child process; returns the figures as a dict."""
+    store = Store.open(store_dir)
+    run_ids = store.run_ids()
+    figures: dict = {"runs": len(run_ids)}
+    t0 = time.perf_counter()
+    import scipy.stats  # noqa: F401  (the engine imports it lazily; count it apart, like other imports)
+    figures["scipy_import_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    data = read_runs(store, run_ids)
+    cases = per_case(data, JudgeSelection())
+    figures["read_and_score_s"] = time.perf_counter() - t0
+    figures["cases"] = cases.height
+    settings = ResampleSettings(samples, 42)
+    t0 = time.perf_counter()
+    engine = compare_cases(cases, run_ids, settings)
+    figures["engine_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compare_cases(cases, run_ids, settings)
+    figures["engine_again_s"] = time.perf_counter() - t0  # same process, memory and code paths warm
+    figures["pairs"] = engine.pairwise.height
+    t0 = time.perf_counter()
+    full = compare_data(data, CompareOptions(settings))
+    figures["compare_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    wide = compare_data(data, CompareOptions(settings, per_benchmark=True))
+    figures["compare_per_benchmark_s"] = time.perf_counter() - t0
+    figures["per_benchmark_rows"] = wide.pairwise.height
+    figures["ranks"] = full.ranks.height
+    figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # Baseline on a subset of pairs, extrapolated; the engine's pairs are (better, worse) by overall mean.
+    order = {u: k for k, u in enumerate(run_ids)}
+    all_pairs = [(order[a], order[b]) for a, b in engine.pairwise.select("run_a", "run_b").rows()]
+    subset = all_pairs[:: max(1, len(all_pairs) // loop_pairs)][:loop_pairs]
+    seconds, loop = per_pair_loop(cases, run_ids, settings, subset)
+    figures["loop_pairs_timed"] = len(subset)
+    figures["loop_s_extrapolated"] = seconds * len(all_pairs) / len(subset)
+    # Like for like: the engine's shared draws, unit means and broadcast deltas, intervals and p only.
+    t0 = time.perf_counter()
+    matrix = case_matrix(cases, run_ids)
+    boot = resample_units(matrix, matrix.resamples(settings))
+    first, second = (np.array(side) for side in zip(*all_pairs))
+    deltas = boot.overall[first] - boot.overall[second]
+    observed = matrix.overall()
+    percentile_interval(deltas), two_sided_p(deltas, observed[first] - observed[second])
+    figures["engine_deltas_only_s"] = time.perf_counter() - t0
+    rows = {(order[r["run_a"]], order[r["run_b"]]): r for r in engine.pairwise.iter_rows(named=True)}
+    figures["max_abs_difference_vs_loop"] = max(
+        abs(a - b) for pair, values in loop.items()
+        for a, b in zip(values, (rows[pair]["ci_low"], rows[pair]["ci_high"], rows[pair]["p_value"])))
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--samples", type=int, default=10_000)
+    parser.add_argument("--loop-pairs", type=int, default=30, help="pairs the per-pair loop is timed on")
+    parser.add_argument("--measure", default=None, help=argparse.SUPPRESS)  # child mode: a built store
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.samples, args.loop_pairs)))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        store = build_store(Path(tmp), args.runs)
+        print(f"built a store of {args.runs} simulated runs x 500 cases in {time.perf_counter() - t0:.1f} s")
+        child = subprocess.run([sys.executable, __file__, "--measure", str(store.root), "--samples",
+                                str(args.samples), "--loop-pairs", str(args.loop_pairs)],
+                               check=True, capture_output=True, text=True)
+        f = json.loads(child.stdout.strip().splitlines()[-1])
+    pairs = f["pairs"]
+    print(f"runs {f['runs']}, scored cases {f['cases']}, pairs {pairs}, paired resamples {args.samples}, "
+          f"rank intervals for {f['ranks']} runs")
+    print(f"import scipy.stats (once per process, for Wilcoxon and ranks): {f['scipy_import_s']:.2f} s")
+    print(f"read + score the store (30 runs' decisions):     {f['read_and_score_s']:.2f} s")
+    print(f"comparison engine (leaderboard, pairs, ranks):   {f['engine_s']:.2f} s first call, "
+          f"{f['engine_again_s']:.2f} s when called again")
+    print(f"full compare (incl. scoring, run facts):         {f['compare_s']:.2f} s   target <= 3 s: "
+          f"{'met' if f['compare_s'] <= 3 else 'MISSED'}")
+    print(f"full compare with per-benchmark pairs ({f['per_benchmark_rows']} rows): "
+          f"{f['compare_per_benchmark_s']:.2f} s")
+    print(f"peak RSS of the comparison process:              {f['peak_rss_mb']:.0f} MB   target <= 1536 MB: "
+          f"{'met' if f['peak_rss_mb'] <= 1536 else 'MISSED'}")
+    print(f"per-pair loop: timed on {f['loop_pairs_timed']} of {pairs} pairs, extrapolated to all: "
+          f"{f['loop_s_extrapolated']:.2f} s (overall deltas only, no ranks, no Wilcoxon)")
+    print(f"engine, the same work only (draws, unit means, broadcast deltas, intervals, p): "
+          f"{f['engine_deltas_only_s']:.2f} s")
+    print(f"ratio per-pair loop / engine: {f['loop_s_extrapolated'] / f['engine_s']:.1f}x against the whole engine, "
+          f"{f['loop_s_extrapolated'] / f['engine_deltas_only_s']:.1f}x like for like "
+          f"(max |difference| of intervals and p-values on the timed pairs: {f['max_abs_difference_vs_loop']:.1e})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""Provider faults: retries with back-off and Retry-After, adaptive concurrency, fail-fast on wrong keys
+and unknown models, and a fault-injected run against the simulated provider that completes every case."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.collect_support import Recorder, bedside, completion, error, judge_reply
+from toolkit.collect.client import AdaptiveLimit, retry_after, scrub
+from toolkit.collect.sim import SimConfig, SimServer
+from toolkit.dataset import load_dataset
+from toolkit.store import Store
+from toolkit.summary import summarize
+
+
+def sim_run(sim: SimServer, store: Path, *extra: str) -> tuple[int, str, str]:
+    return bedside("run", "--answer-model", "sim/strong", "--judge-model", "sim/judge", "--base-url", sim.base_url,
+                   "--store", store, "--progress", "plain", *extra)
+
+
+def test_fault_injected_run_completes_every_case(tmp_path: Path) -> None:
+    config = SimConfig(rate_429=0.2, rate_5xx=0.05, rate_bad_json=0.05, rate_timeout=0.02, seed=1,
+                       timeout_hold_s=5, retry_after_s=0.05)
+    with SimServer(config) as sim:
+        code, out, err = sim_run(sim, tmp_path / "s", "--timeout", "0.5", "--concurrency", "8",
+                                 "--judge-passes", "2", "--max-retries", "10", "--retry-base-delay", "0.05")
+        stats = sim.stats()["chat_completions"]
+    assert code == 0, err
+    faults = stats["faults"]
+    assert faults["429"] >= 10 and faults["5xx"] >= 2 and faults["timeout"] >= 1 and faults["bad_json"] >= 1, faults
+    store = Store.open(tmp_path / "s")
+    n = len(load_dataset(None).raw_cases)
+    answers, judgments = store.read("answers"), store.read("judgments")
+    assert answers.filter(answers["error"].is_null()).height == n == answers.height
+    valid = judgments.filter(judgments["error"].is_null())
+    assert valid.height == 2 * n and valid.select("case_id", "judge_pass").is_unique().all()
+    assert judgments.height - valid.height == faults["bad_json"]  # each broken reply kept as its own row
+    # every paid answer is stored once; judge calls were paid once per valid pass plus the re-asks
+    assert stats["by_model"]["sim/strong"]["served_ok"] == n
+    assert stats["by_model"]["sim/judge"]["served_ok"] == judgments.height
+    summary = summarize(store, ["sim/strong"])["sim/strong"]
+    assert summary["completed_cases"] == n and summary["errors"] == 0 and summary["judge_passes_per_answer"] == 2
+    assert "retries" in out
+
+
+def test_retry_after_is_honoured_and_5xx_and_timeouts_are_retried(tmp_path: Path) -> None:
+    script: dict[str, list[Any]] = {
+        "ans": [(429, {"error": {"message": "slow down"}}, {"Retry-After": "0.4"}),
+                (503, {"error": {"message": "busy"}}), "timeout", "ok"],
+    }
+
+    def respond(body: dict[str, Any]) -> tuple:
+        if body["model"] == "judge":
+            return completion(judge_reply(body))
+        step = script["ans"].pop(0)
+        if step == "ok":
+            return completion("answer")
+        if step == "timeout":
+            return (*completion("too late"), None, 1.0)
+        return step
+
+    with Recorder(respond) as rec:
+        code, _, err = bedside("run", "--answer-model", "ans", "--judge-model", "judge", "--base-url", rec.base_url,
+                               "--judge-base-url", rec.base_url, "--store", tmp_path / "s", "--limit", "1",
+                               "--timeout", "0.5", "--retry-base-delay", "0.05", "--progress", "none")
+        times = [t for t, b in zip(rec.times, rec.bodies) if b["model"] == "ans"]
+    assert code == 0, err
+    assert len(times) == 4
+    assert times[1] - times[0] >= 0.4  # Retry-After: 0.4 s is a floor
+    assert times[3] - times[2] >= 0.5  # the held call was abandoned at the client timeout, then retried
+    answers = Store.open(tmp_path / "s").read("answers")
+    assert answers.height == 1 and answers["answer"].to_list() == ["answer"]
+
+
+def test_non_retryable_status_fails_the_case_at_once_and_a_rerun_retries_it(tmp_path: Path) -> None:
+    fail = {"on": True}
+
+    def respond(body: dict[str, Any]) -> tuple:
+        if body["model"] == "judge":
+            return completion(judge_reply(body))
+        return error(422, "unprocessable prompt") if fail["on"] else completion("fine")
+
+    args = ("run", "--answer-model", "ans", "--judge-model", "judge", "--store", tmp_path / "s", "--limit", "1",
+            "--progress", "none")
+    with Recorder(respond) as rec:
+        code, _, err = bedside(*args, "--base-url", rec.base_url, "--judge-base-url", rec.base_url)
+        assert code == 3 and len(rec.bodies) == 1
+        fail["on"] = False
+        code, _, err = bedside(*args, "--base-url", rec.base_url, "--judge-base-url", rec.base_url)
+    assert code == 0, err
+    answers = Store.open(tmp_path / "s").read("answers").sort("attempt")
+    assert answers["attempt"].to_list() == [1, 2]
+    assert answers["error"][0].startswith("UnprocessableEntityError: ") and answers["error"][1] is None
+
+
+def test_wrong_key_fails_fast_naming_the_variable_never_the_key(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SIM_KEY", "sk-wrong-0123456789abcdef")
+    with SimServer(SimConfig(api_key="sk-right-key-000000000000")) as sim:
+        code, out, err = sim_run(sim, tmp_path / "s", "--api-key-env", "SIM_KEY", "--concurrency", "4")
+        received = sim.stats()["chat_completions"]["received"]
+    assert code == 1
+    assert "HTTP 401" in err and "$SIM_KEY" in err and "sk-wrong" not in err + out
+    assert len(err.strip().splitlines()) == 1 and received <= 4
+
+
+def test_unknown_model_fails_fast(tmp_path: Path) -> None:
+    with SimServer(SimConfig()) as sim:
+        code, out, err = bedside("run", "--answer-model", "sim/nonexistent", "--judge-model", "sim/judge",
+                                 "--base-url", sim.base_url, "--store", tmp_path / "s", "--progress", "none")
+        received = sim.stats()["chat_completions"]["received"]
+    assert code == 1 and received <= 16
+    assert err.startswith("bedside: error: answer model 'sim/nonexistent' not found at ") and "HTTP 404" in err
+
+
+def test_missing_key_variable_is_reported_before_any_call(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_ACCESS_TOKEN", raising=False)
+    code, _, err = bedside("run", "--answer-model", "gpt-x", "--store", tmp_path / "s", "--limit", "1")
+    assert code == 1 and "$OPENAI_API_KEY or $OPENAI_ACCESS_TOKEN" in err
+
+
+def test_retry_after_headers() -> None:
+    assert retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert retry_after({"retry-after": "2"}) == 2.0
+    assert retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # a date in the past
+    assert retry_after({"retry-after": "soon"}) is None and retry_after(None) is None
+    assert retry_after({"retry-after": "99999"}) == 600.0
+
+
+def test_adaptive_limit_halves_on_429_and_recovers_to_the_maximum() -> None:
+    async def scenario() -> list[int]:
+        limit = AdaptiveLimit(8)
+        seen = [limit.permitted]
+        limit.on_rate_limit(time.monotonic())
+        seen.append(limit.permitted)
+        limit.on_rate_limit(0.0)  # a call started before the cut reports the same congestion: no second cut
+        seen.append(limit.permitted)
+        limit.on_rate_limit(time.monotonic() + 1)
+        seen.append(limit.permitted)
+        for _ in range(200):
+            limit.on_success()
+        seen.append(limit.permitted)
+        # never more in flight than permitted
+        limit.window = 2.0
+        await limit.acquire()
+        await limit.acquire()
+        waiter = asyncio.create_task(limit.acquire())
+        await asyncio.sleep(0.01)
+        seen.append(int(waiter.done()))
+        limit.release()
+        await asyncio.sleep(0.01)
+        seen.append(int(waiter.done()))
+        return seen
+
+    assert asyncio.run(scenario()) == [8, 4, 4, 2, 8, 0, 1]
+
+
+def test_scrub_masks_a_key_and_echoed_pieces_of_it() -> None:
+    key = "sk-proj-ABCDEFGHIJKLMNOP1234"
+    text = f"bad key {key}; you sent sk-proj-ABCDEFGH...1234 to us"
+    cleaned = scrub(text, (key,))
+    assert key not in cleaned and "ABCDEFGH" not in cleaned and "bad key ***" in cleaned
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_auth_failures_name_the_judge_flag(tmp_path: Path, status: int) -> None:
+    def respond(body: dict[str, Any]) -> tuple:
+        if body["model"] == "judge":
+            return error(status, "nope")
+        return completion("answer")
+
+    with Recorder(respond) as rec:
+        code, _, err = bedside("run", "--answer-model", "ans", "--judge-model", "judge", "--base-url", rec.base_url,
+                               "--judge-base-url", rec.base_url, "--store", tmp_path / "s", "--limit", "2",
+                               "--concurrency", "1", "--progress", "none")
+    assert code == 1 and f"HTTP {status}" in err and "judge model 'judge'" in err
+    answers = Store.open(tmp_path / "s").read("answers")
+    assert answers.height == 1  # the completed answer was kept

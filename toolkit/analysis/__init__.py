@@ -1,0 +1,31 @@
+"""Analyses over stored runs: comparisons, rubric items, harms and judge agreement (polars in, polars out).
+
+Modules: ``paired`` (shared-index bootstrap engine), ``matrix`` (aligned runs x cases scores),
+``compare`` (leaderboard, ranks) and ``pairs`` (paired differences), ``multiplicity`` (Holm, BH),
+``ratios`` (ratios of case sums with case-resampled intervals), ``items``, ``harms``,
+``reliability`` (kappa, alpha) and ``agreement``, ``runs`` (run facts, which runs are comparable).
+"""
+
+from toolkit.analysis.agreement import Agreement, AgreementOptions, judge_agreement
+from toolkit.analysis.compare import (CaseComparison, Comparison, CompareOptions, compare, compare_cases,
+                                      compare_data, compare_matrix, rank_intervals)
+from toolkit.analysis.harms import HarmOptions, harm_cases, harms
+from toolkit.analysis.items import ItemAnalysis, ItemOptions, analyse_items, by_points, item_rates, item_summary
+from toolkit.analysis.matrix import CaseMatrix, case_matrix, from_arrays
+from toolkit.analysis.multiplicity import benjamini_hochberg, holm
+from toolkit.analysis.paired import ResampleSettings, SharedResamples, draw_resamples, percentile_interval, two_sided_p
+from toolkit.analysis.pairs import pairwise, wilcoxon_p
+from toolkit.analysis.reliability import (category_counts, cohen_kappa, fleiss_kappa, krippendorff_alpha_nominal,
+                                          percent_agreement)
+from toolkit.analysis.runs import comparable_runs, run_facts
+
+__all__ = [
+    "Agreement", "AgreementOptions", "judge_agreement",
+    "CaseComparison", "Comparison", "CompareOptions", "compare", "compare_cases", "compare_data", "compare_matrix",
+    "rank_intervals", "HarmOptions", "harm_cases", "harms",
+    "ItemAnalysis", "ItemOptions", "analyse_items", "by_points", "item_rates", "item_summary",
+    "CaseMatrix", "case_matrix", "from_arrays", "benjamini_hochberg", "holm",
+    "ResampleSettings", "SharedResamples", "draw_resamples", "percentile_interval", "two_sided_p",
+    "pairwise", "wilcoxon_p", "category_counts", "cohen_kappa", "fleiss_kappa", "krippendorff_alpha_nominal",
+    "percent_agreement", "comparable_runs", "run_facts",
+]

@@ -1,0 +1,179 @@
+"""Leaderboard, paired comparisons and rank intervals of several runs, from one set of shared resamples.
+
+Means are exact (a benchmark mean is the mean of its completed case scores; the
+overall is the macro mean over the benchmarks a run has). Intervals are 95%
+percentile intervals of stratified bootstrap resamples (cases resampled within
+each benchmark) drawn once with numpy's seeded Generator and shared by every
+run, pair and rank, so they are paired and consistent with each other. They are
+not the reference runner's bit-exact intervals (``bedside summary`` gives
+those); the two differ only by Monte-Carlo noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from toolkit.analysis.matrix import CaseMatrix, case_matrix
+from toolkit.analysis.paired import ResampleSettings, SharedResamples, percentile_interval
+from toolkit.protocol import CI_HIGH, CI_LOW
+from toolkit.analysis.pairs import pairwise
+from toolkit.analysis.runs import comparable_runs, run_facts
+from toolkit.selection import JudgeSelection, RunData, per_case, read_runs
+from toolkit.store import Store
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    resamples: ResampleSettings = field(default_factory=ResampleSettings)
+    per_benchmark: bool = False  # pairwise rows per benchmark too (they join the multiplicity family)
+    allow_mixed: bool = False  # compare runs graded on different datasets or by different judges
+    selection: JudgeSelection = field(default_factory=JudgeSelection)
+
+
+@dataclass(frozen=True, eq=False)
+class CaseComparison:
+    """What the case scores alone give: per-unit means, pairs and ranks (units: runs or raters)."""
+
+    units: pl.DataFrame  # unit, rank, overall, ci_low, ci_high, n_benchmarks, n_cases
+    benchmarks: pl.DataFrame  # unit, benchmark, n, mean, ci_low, ci_high
+    pairwise: pl.DataFrame
+    ranks: pl.DataFrame
+
+
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    leaderboard: pl.DataFrame
+    benchmarks: pl.DataFrame
+    pairwise: pl.DataFrame
+    ranks: pl.DataFrame
+    excluded: pl.DataFrame
+    notes: list[str]
+
+    def sections(self) -> dict[str, pl.DataFrame]:
+        return {"leaderboard": self.leaderboard, "benchmarks": self.benchmarks, "pairwise": self.pairwise,
+                "ranks": self.ranks, "excluded": self.excluded}
+
+
+@dataclass(frozen=True, eq=False)
+class UnitResamples:
+    benchmark: np.ndarray  # (benchmarks, units, samples) resampled benchmark means
+    overall: np.ndarray  # (units, samples) resampled macro means
+
+
+def resample_units(matrix: CaseMatrix, res: SharedResamples) -> UnitResamples:
+    """Every unit's resampled benchmark means (one matrix product per benchmark) and macro means."""
+    has = matrix.benchmark_counts() > 0
+    overall = np.zeros((len(matrix.units), res.samples))
+    bench = np.empty((len(matrix.benchmarks), len(matrix.units), res.samples))
+    for b in range(len(matrix.benchmarks)):
+        bench[b] = res.stratum_ratio(matrix.scores, matrix.present, b)
+        # A benchmark the unit has no case in stays out of its macro (NaN only where it has cases).
+        overall += np.where(has[:, b, None], bench[b], 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return UnitResamples(bench, overall / has.sum(axis=1)[:, None])
+
+
+def compare(store: Store, run_ids: list[str], options: CompareOptions = CompareOptions()) -> Comparison:
+    """Leaderboard, per-benchmark means, pairwise differences and rank intervals of stored runs."""
+    return compare_data(read_runs(store, run_ids), options)
+
+
+def compare_data(data: RunData, options: CompareOptions = CompareOptions()) -> Comparison:
+    cases = per_case(data, options.selection)
+    facts = run_facts(data, options.selection, cases)
+    chosen = comparable_runs(facts, options.allow_mixed)
+    if not chosen.run_ids:
+        why = "; ".join(f"{r}: {w}" for r, w in chosen.excluded.select("run_id", "reason").iter_rows())
+        raise ValueError(f"compare: no run left to compare ({why})")
+    result = compare_cases(cases.filter(pl.col("run_id").is_in(chosen.run_ids)), chosen.run_ids,
+                           options.resamples, options.per_benchmark)
+    leaderboard = result.units.rename({"unit": "run_id"}).join(
+        facts.drop("completed"), on="run_id", maintain_order="left").select(
+        "rank", "run_id", "answer_model", "overall", "ci_low", "ci_high", "n_benchmarks",
+        pl.col("n_cases").alias("completed"), "failed", "judge_model", "passes", "dataset_sha256", "source")
+    notes = list(chosen.mixed)
+    if chosen.excluded.height:
+        notes.append(f"{chosen.excluded.height} run(s) left out; see the excluded table (or use --allow-mixed)")
+    if leaderboard["n_benchmarks"].n_unique() > 1:
+        notes.append("runs cover different benchmarks: their overall means are macro means over different sets")
+    return Comparison(leaderboard, result.benchmarks.rename({"unit": "run_id"}), result.pairwise,
+                      result.ranks.rename({"unit": "run_id"}), chosen.excluded, notes)
+
+
+def compare_cases(cases: pl.DataFrame, units: list[str], settings: ResampleSettings = ResampleSettings(),
+                  per_benchmark: bool = False, unit: str = "run_id") -> CaseComparison:
+    """The comparison of ``cases`` (one row per unit x case: benchmark, case_id, score[, position]).
+
+    Units are ordered by observed overall mean (best first, ties by the order given) and every pair
+    is (better, worse), so deltas read as how far ahead the first is.
+    """
+    return compare_matrix(case_matrix(cases, units, unit=unit), settings, per_benchmark)
+
+
+def compare_matrix(matrix: CaseMatrix, settings: ResampleSettings = ResampleSettings(),
+                   per_benchmark: bool = False) -> CaseComparison:
+    """``compare_cases`` on an already aligned matrix."""
+    units = list(matrix.units)
+    res = matrix.resamples(settings)
+    boot = resample_units(matrix, res)
+    observed = matrix.overall()
+    order = np.argsort(-np.nan_to_num(observed, nan=-np.inf), kind="stable")
+    a, b = np.triu_indices(len(units), k=1)
+    first, second = order[a], order[b]
+    lo, hi = percentile_interval(boot.overall)
+    counts = matrix.benchmark_counts()
+    unit_frame = pl.DataFrame({
+        "unit": list(matrix.units), "overall": observed, "ci_low": lo, "ci_high": hi,
+        "n_benchmarks": (counts > 0).sum(axis=1).astype(np.int64), "n_cases": counts.sum(axis=1).astype(np.int64),
+    }).with_columns(rank=pl.Series(_competition_ranks(observed)).cast(pl.Int64))
+    unit_frame = unit_frame[order.tolist()].select("unit", "rank", pl.exclude("unit", "rank"))
+    return CaseComparison(unit_frame, _benchmark_frame(matrix, boot, order),
+                          pairwise(matrix, res, boot.benchmark, boot.overall, first, second, per_benchmark),
+                          rank_intervals(matrix.units, observed, boot.overall)[order.tolist()])
+
+
+def _benchmark_frame(matrix: CaseMatrix, boot: UnitResamples, order: np.ndarray) -> pl.DataFrame:
+    """unit x benchmark rows (units in ``order``, benchmarks a unit has no case in left out)."""
+    counts, means = matrix.benchmark_counts()[order], matrix.benchmark_means()[order]
+    nb, _, samples = boot.benchmark.shape
+    # One percentile call over (units x benchmarks, samples), unit-major like the rows.
+    flat = boot.benchmark[:, order, :].transpose(1, 0, 2).reshape(-1, samples)
+    lo, hi = percentile_interval(flat)
+    units = np.array(matrix.units, dtype=object)[order]
+    return pl.DataFrame({
+        "unit": np.repeat(units, nb).tolist(), "benchmark": list(matrix.benchmarks) * len(units),
+        "n": counts.reshape(-1).astype(np.int64), "mean": means.reshape(-1), "ci_low": lo, "ci_high": hi,
+    }, schema_overrides={"unit": pl.String, "benchmark": pl.String}).filter(pl.col("n") > 0).with_columns(
+        pl.col(pl.Float64).fill_nan(None))
+
+
+def _competition_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks along the last axis, 1 = highest; ties share the best rank ("1224"); NaN ranks last."""
+    from scipy import stats  # imported here: scipy.stats costs ~1 s to import, most commands never need it
+
+    return stats.rankdata(-np.nan_to_num(values, nan=-np.inf), axis=-1, method="min")
+
+
+def rank_intervals(units: tuple[str, ...] | list[str], observed: np.ndarray, boot: np.ndarray) -> pl.DataFrame:
+    """Each unit's rank over the resamples: median, 2.5-97.5% interval and share of resamples ranked first.
+
+    ``boot`` is (units, samples) of resampled overall means from shared resamples, so a resample
+    ranks every unit on the same cases. Resamples where some unit has no value (it drew none of a
+    unit's few cases in a benchmark) are left out rather than ranking that unit last; ``resamples``
+    says how many were used.
+    """
+    usable = boot[:, ~np.isnan(boot).any(axis=0)].T  # (samples, units)
+    ranks = _competition_ranks(usable).T
+    if usable.shape[0]:
+        lo, hi = np.percentile(ranks, [100 * CI_LOW, 100 * CI_HIGH], axis=1, method="inverted_cdf")
+        median, first = np.median(ranks, axis=1), (ranks == 1).mean(axis=1)
+    else:
+        lo = hi = median = first = np.full(len(units), np.nan)
+    return pl.DataFrame({
+        "unit": list(units), "rank": _competition_ranks(observed).astype(np.int64),
+        "rank_median": median, "rank_low": lo, "rank_high": hi, "share_first": first,
+        "resamples": np.full(len(units), usable.shape[0], dtype=np.int64),
+    })

@@ -1,0 +1,44 @@
+"""Ratios of case sums per group (a match rate, a harm rate, an error share), with intervals from
+cases resampled whole within their benchmark.
+
+Input is one row per group x case with a numerator and a denominator (a mean over
+cases has denominator 1 per case). A group's value is sum(num) / sum(den) over
+its cases; its interval resamples cases (stratified by benchmark, shared by all
+groups, ``toolkit.analysis.paired``) and recomputes the same ratio, so items of
+one case and passes of one judge move together.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from toolkit.analysis.paired import ResampleSettings, draw_resamples, percentile_interval
+
+
+def case_ratios(frame: pl.DataFrame, keys: list[str], settings: ResampleSettings | None = None) -> pl.DataFrame:
+    """Per group of ``keys``: value = sum(num)/sum(den), n_cases (cases with den > 0), and with ``settings``
+    ci_low/ci_high.
+
+    ``frame`` has the ``keys`` columns, ``benchmark``, ``case_id``, ``num`` and ``den`` (several rows of
+    one group and case are summed). Groups keep their first-appearance order.
+    """
+    cells = frame.group_by(*keys, "benchmark", "case_id", maintain_order=True).agg(
+        pl.col("num").cast(pl.Float64).sum(), pl.col("den").cast(pl.Float64).sum())
+    groups = cells.select(keys).unique(maintain_order=True).with_row_index("_g")
+    universe = cells.select("benchmark", "case_id").unique().sort("benchmark", "case_id").with_row_index("_c")
+    placed = cells.join(groups, on=keys, nulls_equal=True).join(universe, on=["benchmark", "case_id"])
+    num = np.zeros((groups.height, universe.height))
+    den = np.zeros_like(num)
+    g, c = placed["_g"].to_numpy().astype(np.int64), placed["_c"].to_numpy().astype(np.int64)
+    num[g, c] = placed["num"].fill_null(0.0).to_numpy()
+    den[g, c] = placed["den"].fill_null(0.0).to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = num.sum(axis=1) / den.sum(axis=1)
+    out = groups.drop("_g").with_columns(value=pl.Series(value), n_cases=pl.Series((den > 0).sum(axis=1)))
+    if settings is not None and universe.height:
+        sizes = universe.group_by("benchmark", maintain_order=True).len()
+        res = draw_resamples(list(sizes.iter_rows()), settings)
+        lo, hi = percentile_interval(res.pooled_ratio(num, den))
+        out = out.with_columns(ci_low=pl.Series(lo), ci_high=pl.Series(hi))
+    return out.with_columns(pl.col(pl.Float64).fill_nan(None))

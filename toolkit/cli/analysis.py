@@ -1,0 +1,179 @@
+"""``bedside compare | items | harms | agreement``: the analyses of ``toolkit.analysis`` as tables.
+
+Each command prints several sections. ``--format table`` prints them all with
+titles; ``json`` prints one object {notes, section: records}; ``csv`` prints one
+section as plain CSV when ``--section`` names it, else every section after a
+``# name`` line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Callable
+
+import click
+import polars as pl
+
+from toolkit.analysis import (AgreementOptions, CompareOptions, HarmOptions, ItemOptions, ResampleSettings,
+                              analyse_items, compare_data, harms, judge_agreement)
+from toolkit.cli.common import emit, format_option, open_store, selected_runs, store_option
+from toolkit.cli.results import bootstrap_options, selection_options
+from toolkit.selection import JudgeSelection, read_runs
+
+
+def run_options(func: Callable) -> Callable:
+    func = click.option("--all", "all_runs", is_flag=True, help="Every run in the store.")(func)
+    return click.option("--run", "runs", multiple=True, help="Run id (repeatable).")(func)
+
+
+def section_option(names: tuple[str, ...]) -> Callable:
+    return click.option("--section", type=click.Choice(names), default=None,
+                        help="Print only this section (plain CSV with --format csv).")
+
+
+def _p_text(value: float | None) -> str | None:
+    if value is None:
+        return None
+    return f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
+
+
+def _table_view(frame: pl.DataFrame) -> pl.DataFrame:
+    """Readable terminal cells: short digests, p-values that stay visible below 1e-4, clipped texts."""
+    out = frame
+    for name in frame.columns:
+        if name == "dataset_sha256":
+            out = out.with_columns(pl.col(name).str.slice(0, 12))
+        elif name == "text":
+            out = out.with_columns(pl.col(name).str.slice(0, 100))
+        elif (name.startswith("p_") or name.endswith("_p")) and frame.schema[name] == pl.Float64:
+            out = out.with_columns(pl.col(name).map_elements(_p_text, return_dtype=pl.String))
+    return out
+
+
+def _interval_text(frame: pl.DataFrame, value: str) -> pl.Expr:
+    if "ci_low" not in frame.columns:
+        return pl.col(value).round(4).cast(pl.String)
+    return pl.format("{} [{}, {}]", *(pl.col(c).round(3) for c in (value, "ci_low", "ci_high")))
+
+
+def emit_sections(sections: dict[str, pl.DataFrame], fmt: str, section: str | None, notes: list[str],
+                  views: dict[str, pl.DataFrame] | None = None) -> None:
+    """Print the sections (``views`` replace sections in table format only)."""
+    chosen = {section: sections[section]} if section else sections
+    clean = {name: frame.with_columns(pl.col(pl.Float64).fill_nan(None)) for name, frame in chosen.items()}
+    if fmt == "json":
+        click.echo(json.dumps({"notes": notes, **{n: f.to_dicts() for n, f in clean.items()}}, indent=2, default=str))
+        return
+    if fmt == "csv":
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
+        for name, frame in clean.items():
+            if len(clean) > 1:
+                sys.stdout.write(f"# {name}\n")
+            sys.stdout.write(frame.write_csv())
+            if len(clean) > 1:
+                sys.stdout.write("\n")
+        return
+    for note in notes:
+        click.echo(f"note: {note}")
+    for name, frame in clean.items():
+        shown = (views or {}).get(name, frame)
+        if frame.height:
+            emit(_table_view(shown), "table", title=name)
+
+
+def _selection(judge: str | None, passes: tuple[int, ...]) -> JudgeSelection:
+    return JudgeSelection(judge=judge, passes=tuple(passes) or None)
+
+
+@click.command("compare")
+@run_options
+@click.option("--benchmarks", "per_benchmark", is_flag=True,
+              help="Pairwise rows per benchmark too (they join the Holm/BH family).")
+@click.option("--allow-mixed", is_flag=True, help="Compare runs graded on different datasets or by different judges.")
+@section_option(("leaderboard", "benchmarks", "pairwise", "ranks", "excluded"))
+@selection_options
+@bootstrap_options
+@format_option
+@store_option
+def compare_cmd(runs: tuple[str, ...], all_runs: bool, per_benchmark: bool, allow_mixed: bool, section: str | None,
+                judge: str | None, passes: tuple[int, ...], samples: int, seed: int, fmt: str,
+                store_dir: str | None) -> None:
+    """Leaderboard with intervals, paired differences of every two runs (Holm/BH-adjusted p) and rank intervals."""
+    store = open_store(store_dir)
+    data = read_runs(store, selected_runs(store, runs, all_runs))
+    options = CompareOptions(ResampleSettings(samples, seed), per_benchmark, allow_mixed, _selection(judge, passes))
+    result = compare_data(data, options)
+    grid = result.benchmarks.with_columns(cell=_interval_text(result.benchmarks, "mean")).pivot(
+        on="benchmark", index="run_id", values="cell", aggregate_function="first")
+    notes = result.notes + [f"{samples} paired resamples (seed {seed}) shared by every interval, p-value and rank"]
+    emit_sections(result.sections(), fmt, section, notes, views={"benchmarks": grid})
+
+
+@click.command("items")
+@run_options
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows per top list.")
+@click.option("--benchmark", default=None, help="Only this benchmark's items.")
+@click.option("--ci", is_flag=True, help="Add intervals (cases resampled whole; Wilson for single items).")
+@section_option(("missed", "endorsed", "discriminating", "by_points", "runs", "items", "item_runs"))
+@selection_options
+@bootstrap_options
+@format_option
+@store_option
+def items_cmd(runs: tuple[str, ...], all_runs: bool, top: int, benchmark: str | None, ci: bool, section: str | None,
+              judge: str | None, passes: tuple[int, ...], samples: int, seed: int, fmt: str,
+              store_dir: str | None) -> None:
+    """Rubric items: most missed positive items, most endorsed negative items, match rates by points,
+    and item discrimination across runs."""
+    store = open_store(store_dir)
+    data = read_runs(store, selected_runs(store, runs, all_runs))
+    options = ItemOptions(_selection(judge, passes), benchmark, top, ResampleSettings(samples, seed) if ci else None)
+    result = analyse_items(data, options)
+    sections = result.sections()
+    if section is None:
+        sections.pop("item_runs")  # one row per run x item: only when asked for by name
+        if fmt == "table":
+            sections.pop("items")  # the full item list: csv/json or --section items
+    notes = ["discrimination = correlation across runs of the item's match with the run's overall score"]
+    emit_sections(sections, fmt, section, notes)
+
+
+@click.command("harms")
+@run_options
+@section_option(("harms",))
+@selection_options
+@bootstrap_options
+@format_option
+@store_option
+def harms_cmd(runs: tuple[str, ...], all_runs: bool, section: str | None, judge: str | None,
+              passes: tuple[int, ...], samples: int, seed: int, fmt: str, store_dir: str | None) -> None:
+    """Harm analysis of the f1_weighted_rubric benchmarks: weighted precision/recall, severe omissions and
+    commissions, omission vs commission share of errors, with intervals."""
+    store = open_store(store_dir)
+    data = read_runs(store, selected_runs(store, runs, all_runs))
+    frame = harms(data, HarmOptions(_selection(judge, passes), ResampleSettings(samples, seed)))
+    view = frame.with_columns(cell=_interval_text(frame, "value")).pivot(
+        on="metric", index=["run_id", "scope"], values="cell", aggregate_function="first")
+    emit_sections({"harms": frame}, fmt, section, ["value [95% interval], cases resampled within benchmark"],
+                  views={"harms": view})
+
+
+@click.command("agreement")
+@run_options
+@click.option("--judge", default=None, help="Only this judge's passes (default: every judge of the run).")
+@click.option("--pass", "passes", type=int, multiple=True, help="Judge pass(es) to include (default: all).")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Cases in the flips list.")
+@section_option(("summary", "pairs", "scores", "flips"))
+@bootstrap_options
+@format_option
+@store_option
+def agreement_cmd(runs: tuple[str, ...], all_runs: bool, judge: str | None, passes: tuple[int, ...], top: int,
+                  section: str | None, samples: int, seed: int, fmt: str, store_dir: str | None) -> None:
+    """Agreement between the judge passes / judges of each run: percent agreement, Cohen's and Fleiss'
+    kappa, Krippendorff's alpha, score differences and the cases that flip most."""
+    store = open_store(store_dir)
+    data = read_runs(store, selected_runs(store, runs, all_runs))
+    result = judge_agreement(data, AgreementOptions(judge, tuple(passes) or None, ResampleSettings(samples, seed), top))
+    notes = [f"run {r} has a single rater and is left out" for r in result.skipped]
+    emit_sections(result.sections(), fmt, section, notes)
