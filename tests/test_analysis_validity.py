@@ -122,7 +122,7 @@ def test_p_value_detects_a_real_difference() -> None:
 
 @pytest.mark.timeout(120)
 def test_holm_keeps_the_family_wise_error_at_5_percent() -> None:
-    reps, samples, runs = 400, 400, 6  # 15 pairs, all null
+    reps, samples, runs = 600, 400, 6  # 15 pairs, all null
     any_raw = any_holm = any_bh = 0
     smallest = 1.0
     for rep in range(reps):
@@ -135,7 +135,7 @@ def test_holm_keeps_the_family_wise_error_at_5_percent() -> None:
         any_holm += (table["p_holm"] < 0.05).any()
         any_bh += (table["p_bh"] < 0.05).any()
         smallest = min(smallest, table["p_value"].min())
-    tolerance = 2.5 * np.sqrt(0.05 * 0.95 / reps)
+    tolerance = 3 * np.sqrt(0.05 * 0.95 / reps)  # Monte-Carlo noise of a 5% rate over the repetitions
     assert any_holm / reps <= 0.05 + tolerance, f"Holm FWER {any_holm / reps:.3f}"
     assert any_bh / reps <= 0.05 + tolerance, f"BH FWER under the complete null {any_bh / reps:.3f}"
     assert any_raw / reps > 0.15, "without correction the family-wise error should clearly exceed 5%"

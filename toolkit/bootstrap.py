@@ -51,7 +51,8 @@ DEFAULT_SUMMATION: Final[Summation] = "sequential" if sys.version_info < (3, 12)
 _MAX_SIZE: Final = 2**32 - 1  # beyond this randrange reads more than one 32-bit word per try
 _PIECE: Final = 1 << 20  # outputs per cached piece of a seed's stream (4 MB)
 _STEP: Final = 1 << 10  # accepted counts are kept every _STEP outputs: position <-> rank in O(_STEP)
-_SCAN_SPREAD: Final = 24  # scan when max - min size <= this (tries to decide per resample / blocks)
+_SCAN_SPREAD: Final = 16  # scan when max - min size <= this: it decides len(sizes) * spread tries
+_TABLE_BYTES: Final = 4 << 20  # bound on the scan's lookup table (spread x outputs per pass)
 _SEGMENT_CHUNK: Final = 1 << 20  # outputs a block-jumping pass looks at
 _CACHE_BYTES: Final = 192 << 20  # stream pieces and derived arrays; ~140 MB for 10k x 500 cases
 _CACHE_ENTRIES: Final = 4  # index sets of distinct size tuples (~10 MB each at 10k x 500 cases)
@@ -144,9 +145,9 @@ class _SeedOutputs:
         first, offset = divmod(start, _PIECE)
         if offset + count <= _PIECE:
             return self.piece(first)[offset:offset + count]
-        last = (start + count - 1) // _PIECE
-        whole = np.concatenate([self.piece(i) for i in range(first, last + 1)])
-        return whole[offset:offset + count]
+        last, stop = divmod(start + count, _PIECE)
+        parts = [self.piece(first)[offset:], *(self.piece(i) for i in range(first + 1, last))]
+        return np.concatenate([*parts, self.piece(last)[:stop]] if stop else parts)
 
 
 @lru_cache(maxsize=8)
@@ -277,23 +278,27 @@ def _draw_scan(outputs: _SeedOutputs, sizes: tuple[int, ...], samples: int, star
         values, end = _take_accepted(outputs, lo, start, total)
         return values.reshape(samples, length), end
     per_draw = np.repeat(sizes, sizes)  # the size a draw of a resample is for
-    # table[j * spread + c]: is index lo + c accepted by draw j (mod length)? Bytes, draws in order:
-    # the loop reads it front to back. Covers j < base (< length) + sure + accepted in a piece.
+    span = _PIECE  # outputs per loop pass: a power of two, so passes tile pieces
+    while span > _STEP and span * spread > _TABLE_BYTES:
+        span //= 2
+    # table[j * spread + c]: is index lo + c accepted by draw j (mod length)? Bytes, in draw
+    # order (the loop reads it front to back), for j < base (< length) + sure + hits in a pass.
     pattern = per_draw[:, None] > lo + np.arange(spread)
-    table = np.resize(pattern.astype(np.uint8).ravel(), (length + _PIECE) * spread).tobytes()
-    done, position = 0, start  # draws made before the piece, and where in the stream it is read from
+    table = np.resize(pattern.astype(np.uint8).ravel(), (length + span) * spread).tobytes()
+    done, position = 0, start  # draws made before the pass, and the output it starts at
     draws, indices = [], []  # of the accepted between-outputs
     while done < total:
         index, offset = divmod(position, _PIECE)
+        stop = (offset // span + 1) * span
         offsets, classes, sure_before = _between(outputs, lo, hi, index)
-        first = int(np.searchsorted(offsets, offset))
+        first, last = np.searchsorted(offsets, (offset, stop)).tolist()
         sure_at = _rank(outputs, lo, index, offset)
-        sure = sure_before[first:] - sure_at
-        last = first + int(np.searchsorted(sure, total - done))  # draw >= done + sure: past the end
+        sure = sure_before[first:last] - sure_at
+        last = first + int(np.searchsorted(sure, min(total - done, span)))  # at a draw >= total: past the end
         base = done % length
         keys = (sure[:last - first] + base).astype(np.int64) * spread + classes[first:last]
         extra = 0
-        # The hot loop: a hit's table key (base + sure + accepted before) * spread + class.
+        # The hot loop. A hit's table key is (base + sure + hits before) * spread + class.
         # (Iterating a memoryview makes the ints on the fly: cheaper than tolist.)
         hits = [k for key in memoryview(keys) if table[(k := key + extra)] and (extra := extra + spread)]
         if hits:
@@ -302,8 +307,8 @@ def _draw_scan(outputs: _SeedOutputs, sizes: tuple[int, ...], samples: int, star
             keep = int(np.searchsorted(draw, total))
             draws.append(draw[:keep])
             indices.append(cls[:keep] + lo)
-        done += int(_accepted(outputs, lo, index)[0].size) - sure_at + len(hits)
-        position = (index + 1) * _PIECE
+        done += _rank(outputs, lo, index, stop) - sure_at + len(hits)
+        position = index * _PIECE + stop
     draw = np.concatenate(draws) if draws else np.empty(0, dtype=np.int64)
     sure_values, end = _take_accepted(outputs, lo, start, total - draw.size)
     out = np.empty(total, dtype=sure_values.dtype)  # sure values with the hits put in between

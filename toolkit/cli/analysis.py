@@ -107,7 +107,8 @@ def compare_cmd(runs: tuple[str, ...], all_runs: bool, per_benchmark: bool, allo
     result = compare_data(data, options)
     grid = result.benchmarks.with_columns(cell=_interval_text(result.benchmarks, "mean")).pivot(
         on="benchmark", index="run_id", values="cell", aggregate_function="first")
-    notes = result.notes + [f"{samples} paired resamples (seed {seed}) shared by every interval, p-value and rank"]
+    notes = result.notes + [f"{samples} paired resamples (seed {seed}) shared by every interval, p-value and rank; "
+                            "p = 2 Phi(-|delta| / bootstrap SE), Holm and BH over the pairwise rows shown"]
     emit_sections(result.sections(), fmt, section, notes, views={"benchmarks": grid})
 
 
