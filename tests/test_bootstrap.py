@@ -11,7 +11,7 @@ import shutil
 import statistics
 import subprocess
 import sys
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import pytest
@@ -23,12 +23,14 @@ from toolkit.bootstrap import (
     MT19937Stream,
     _cached_indices,
     _draw,
+    _fmeans,
+    _interval,
     percentile_reference,
     reference_indices,
     reference_intervals,
     resample_means,
 )
-from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED
+from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, CI_HIGH, CI_LOW
 
 # --- the reference, written the obvious way (kept free of numpy on purpose) ---------------
 
@@ -143,13 +145,23 @@ def test_stream_refuses_to_advance_past_buffer() -> None:
 
 # --- draws: same indices and same outputs consumed as randrange ----------------------------
 
-@pytest.mark.parametrize("method", ["scan", "segments", "auto"])
-@pytest.mark.parametrize("sizes", [(50,), (1,), (3, 1, 2), (49, 50, 48), (31, 33), (64, 65, 1), (300, 7), (2, 4, 8, 16)])
+def expected_draws(rng: random.Random, sizes: Sequence[int], samples: int) -> list[list[int]]:
+    """What the reference draws: per resample, n draws of randrange(n) for each size in turn."""
+    return [[rng.randrange(n) for n in sizes for _ in range(n)] for _ in range(samples)]
+
+
+ALL_SIZES = [(50,), (1,), (3, 1, 2), (49, 50, 48), (31, 33), (64, 65, 1), (300, 7), (2, 4, 8, 16)]
+# The scan takes sizes of one bit length: incl. one size, n = 1, wide spreads and k = 9.
+ONE_LENGTH_SIZES = [(50,), (1,), (2, 3), (3, 2, 2), (49, 50, 48), (33, 63, 40), (5, 7, 4, 6), (300, 257, 511)]
+
+
+@pytest.mark.parametrize(("method", "sizes"), [("segments", s) for s in ALL_SIZES] + [("auto", s) for s in ALL_SIZES]
+                         + [("scan", s) for s in ONE_LENGTH_SIZES])
 @pytest.mark.parametrize("seed", [0, 12345])
 def test_draw_equals_randrange_and_consumes_the_same(method: str, sizes: tuple[int, ...], seed: int) -> None:
     samples = 37
     rng = random.Random(seed)
-    expected = [[rng.randrange(n) for n in sizes for _ in range(n)] for _ in range(samples)]
+    expected = expected_draws(rng, sizes, samples)
     stream = MT19937Stream(seed)
     table = _draw(stream, sizes, samples, method)
     assert table.shape == (samples, sum(sizes))
@@ -158,30 +170,99 @@ def test_draw_equals_randrange_and_consumes_the_same(method: str, sizes: tuple[i
     assert stream.take(5).tolist() == [rng.getrandbits(32) for _ in range(5)]
 
 
+def test_scan_refuses_sizes_of_different_bit_lengths() -> None:
+    with pytest.raises(ValueError, match="bit length"):
+        _draw(MT19937Stream(0), (31, 33), 5, "scan")
+
+
 def test_draw_random_sizes_all_methods() -> None:
     rnd = random.Random(2024)
     for trial in range(25):
         sizes = tuple(rnd.choice([1, 2, 3, rnd.randint(1, 130)]) for _ in range(rnd.randint(1, 6)))
+        k = rnd.randint(1, 8)
+        same_k = tuple(rnd.randint(1 << (k - 1), (1 << k) - 1) for _ in range(rnd.randint(1, 6)))
         samples, seed = rnd.randint(1, 12), rnd.randint(0, 10**6)
-        rng = random.Random(seed)
-        expected = [[rng.randrange(n) for n in sizes for _ in range(n)] for _ in range(samples)]
-        for method in ("scan", "segments"):
-            assert _draw(MT19937Stream(seed), sizes, samples, method).tolist() == expected, (sizes, method)
+        expected = expected_draws(random.Random(seed), sizes, samples)
+        assert _draw(MT19937Stream(seed), sizes, samples, "segments").tolist() == expected, sizes
+        assert _draw(MT19937Stream(seed), same_k, samples, "scan").tolist() == expected_draws(random.Random(seed), same_k, samples)
 
 
-def test_segments_survive_chunk_boundaries(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def small_pieces(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Pieces of 4096 outputs, scan passes of 1024, a fresh cache: every boundary is crossed often."""
     import toolkit.bootstrap as bootstrap
 
-    # Tiny chunks force resumption mid-resample and chunk growth for a block larger than a chunk.
-    monkeypatch.setattr(bootstrap, "_SEGMENT_CHUNK", 64)
-    monkeypatch.setattr(bootstrap, "_CHUNK", 50)
-    sizes, samples = (5, 100, 33, 1), 20
-    for method in ("scan", "segments"):
+    monkeypatch.setattr(bootstrap, "_PIECE", 1 << 12)
+    monkeypatch.setattr(bootstrap, "_TABLE_BYTES", 1 << 10)
+    monkeypatch.setattr(bootstrap, "_SEGMENT_CHUNK", 64)  # and block jumps grow their look-ahead
+    monkeypatch.setattr(bootstrap, "_CACHE", bootstrap._Cache(1 << 30))
+    bootstrap._outputs.cache_clear()
+    bootstrap._cached_indices.cache_clear()
+    yield
+    bootstrap._outputs.cache_clear()
+    bootstrap._cached_indices.cache_clear()
+
+
+@pytest.mark.parametrize("method", ["scan", "segments"])
+def test_draws_survive_piece_and_pass_boundaries(small_pieces: None, method: str) -> None:
+    for sizes, samples in [((5, 100, 33, 1), 20), ((100, 77, 64, 127), 30), ((3, 2), 700), ((1,), 5000)]:
+        if method == "scan" and len({n.bit_length() for n in sizes}) > 1:
+            continue
         rng = random.Random(7)
-        expected = [[rng.randrange(n) for n in sizes for _ in range(n)] for _ in range(samples)]
+        expected = expected_draws(rng, sizes, samples)
         stream = MT19937Stream(7)
-        assert _draw(stream, sizes, samples, method).tolist() == expected
+        assert _draw(stream, sizes, samples, method).tolist() == expected, sizes
+        assert stream.take(5000).tolist() == [rng.getrandbits(32) for _ in range(5000)]  # spans pieces
+
+
+def test_last_draw_on_a_between_output_ends_the_stream_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    import toolkit.bootstrap as bootstrap
+
+    # With sizes (2, 3) a draw of randrange(3) that reads index 2 is a between-output; ending on
+    # one takes a replay to find where the stream stops. Count that the replay really runs.
+    calls: list[int] = []
+    replay = bootstrap._end_after_last_hit
+    monkeypatch.setattr(bootstrap, "_end_after_last_hit", lambda *a: calls.append(1) or replay(*a))
+    for seed in range(12):
+        rng = random.Random(seed)
+        expected = expected_draws(rng, (2, 3), 9)
+        stream = MT19937Stream(seed)
+        assert _draw(stream, (2, 3), 9, "scan").tolist() == expected
         assert stream.take(3).tolist() == [rng.getrandbits(32) for _ in range(3)]
+    assert calls
+
+
+def test_shared_stream_gives_the_same_indices_in_any_order() -> None:
+    # Size tuples of one seed share the cached stream and what is derived from it; the
+    # order they are asked in, or a cleared index cache, must not change any index.
+    tuples = [(49, 50, 48), (1,), (48, 49, 47, 50), (31, 33, 1), (50, 50), (2, 3), (300, 7, 1)]
+    settings = BootstrapSettings(samples=23, seed=777)
+    for order in (tuples, tuples[::-1], tuples[2:] + tuples[:2]):
+        _cached_indices.cache_clear()
+        for sizes in order:
+            per_benchmark, overall = reference_indices(sizes, settings)
+            rng = random.Random(777)
+            assert [a.tolist() for a in per_benchmark] == [expected_draws(rng, (n,), 23) for n in sizes]
+            rows = expected_draws(rng, sizes, 23)
+            bounds = np.cumsum((0, *sizes)).tolist()
+            assert [a.tolist() for a in overall] == [[r[lo:hi] for r in rows] for lo, hi in zip(bounds, bounds[1:])]
+
+
+def test_evicted_pieces_are_regenerated_exactly(small_pieces: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import toolkit.bootstrap as bootstrap
+
+    # A cache far too small for the stream: pieces are dropped and made again from saved states.
+    monkeypatch.setattr(bootstrap, "_CACHE", bootstrap._Cache(40_000))
+    made: list[int] = []
+    generate = bootstrap._SeedOutputs._generate
+    monkeypatch.setattr(bootstrap._SeedOutputs, "_generate", lambda self, i: made.append(i) or generate(self, i))
+    for sizes in [(49, 50, 48), (40,), (31, 33)]:
+        rng = random.Random(3)
+        expected = expected_draws(rng, sizes, 60)
+        stream = MT19937Stream(3)
+        assert _draw(stream, sizes, 60).tolist() == expected
+        assert stream.take(2).tolist() == [rng.getrandbits(32) for _ in range(2)]
+    assert len(made) > len(set(made))  # some piece was really made twice
 
 
 def test_reference_indices_shapes_cache_and_read_only() -> None:
@@ -335,3 +416,35 @@ def test_percentile_reference_is_the_formula_not_numpy() -> None:
         xs = [rnd.random() for _ in range(7)]
         differs += percentile_reference(xs, 0.3) != float(np.percentile(xs, 30))
     assert differs > 0
+
+
+def test_interval_selects_the_same_order_statistics_as_a_sort() -> None:
+    rnd = random.Random(9)
+    for size in (1, 2, 3, 40, 1001, 10_000):
+        for kind in ("floats", "ties", "signed zeros"):
+            if kind == "floats":
+                xs = [rnd.random() for _ in range(size)]
+            elif kind == "ties":
+                xs = [rnd.choice([0.25, 0.5, 0.75]) for _ in range(size)]
+            else:  # 0.0 and -0.0 compare equal: only a stable sort says which one sits at a rank
+                xs = [(rnd.choice([-rnd.random(), 1.0])) if rnd.random() < 0.03 else rnd.choice([0.0, -0.0])
+                      for _ in range(size)]
+            got = _interval(np.array(xs))
+            want = (percentile(xs, CI_LOW), percentile(xs, CI_HIGH))
+            assert [x.hex() for x in got] == [float(x).hex() for x in want], (size, kind)
+
+
+def test_row_fmeans_equal_statistics_fmean() -> None:
+    rnd = random.Random(11)
+    groups = [
+        [[rnd.random() for _ in range(10)] for _ in range(3000)],
+        # Cancellation over wide exponent ranges: the error terms no longer add up exactly.
+        [[rnd.choice([1e16, -1e16, 1.0, 1e-16, 3.3e-20, 0.1, -0.7]) for _ in range(7)] for _ in range(3000)],
+        # 2**-60 + 2**-113 is a tie that only 2**-200 breaks: a double-double sum rounds it wrong.
+        [[1.0, 2.0**-60, 2.0**-113, 2.0**-200, -1.0], [-0.0] * 5, [0.0, -0.0, -0.0, 0.0, -0.0],
+         [1e308, -1e308, 1e308, 5e-324, -1e308], [math.inf, 1.0, 2.0, 3.0, 4.0], [math.nan, 0.0, 1.0, 2.0, 3.0]],
+        [[x] for x in (0.5, -0.0, 1e-310)],
+    ]
+    for rows in groups:
+        got = _fmeans(np.array(rows, dtype=np.float64)).tolist()
+        assert [x.hex() for x in got] == [statistics.fmean(row).hex() for row in rows]

@@ -133,7 +133,7 @@ def test_judge_command_adds_a_judge_and_a_pass_without_new_answers(tmp_path: Pat
 
 def test_batch_mode_collects_and_resumes_an_in_flight_batch(tmp_path: Path) -> None:
     store_dir = tmp_path / "store"
-    with SimServer(SimConfig(rate_bad_json=0.2, seed=3, batch_delay_s=0.6)) as sim:
+    with SimServer(SimConfig(rate_bad_json=0.2, seed=3, batch_delay_s=0.3)) as sim:
         cmd = ["run", "--answer-model", "sim/weak-notemp", "--judge-model", "sim/judge", "--base-url", sim.base_url,
                "--store", str(store_dir), "--limit", "8", "--batch"]
         proc = subprocess.Popen([sys.executable, "-m", "toolkit", *cmd], cwd=ROOT, stdout=subprocess.DEVNULL,

@@ -122,6 +122,8 @@ def test_missing_key_variable_is_reported_before_any_call(tmp_path: Path, monkey
     monkeypatch.delenv("OPENAI_ACCESS_TOKEN", raising=False)
     code, _, err = bedside("run", "--answer-model", "gpt-x", "--store", tmp_path / "s", "--limit", "1")
     assert code == 1 and "$OPENAI_API_KEY or $OPENAI_ACCESS_TOKEN" in err
+    store = Store.open(tmp_path / "s")
+    assert store.run_ids() == [] and store.read("cases").is_empty()  # no run row, no dataset written
 
 
 def test_retry_after_headers() -> None:

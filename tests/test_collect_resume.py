@@ -3,7 +3,7 @@ completed call twice and ends with a complete store without duplicate keys."""
 
 from __future__ import annotations
 
-import os
+import json
 import signal
 import subprocess
 import sys
@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import polars as pl
-import pytest
 
+from tests.collect_support import bedside
 from toolkit.collect.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
 from toolkit.journal import RunJournal
@@ -104,8 +104,6 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_finishes(tmp_path: Path) -> None:
 
 
 def test_a_second_writer_on_the_same_run_is_refused(tmp_path: Path) -> None:
-    from tests.collect_support import bedside
-
     store = Store.open(tmp_path / "store")
     with SimServer(SimConfig()) as sim, store.lock(RUN):  # another collector holds the run
         code, _, err = bedside("run", "--answer-model", RUN, "--judge-model", "sim/judge", "--base-url",
@@ -115,8 +113,6 @@ def test_a_second_writer_on_the_same_run_is_refused(tmp_path: Path) -> None:
 
 
 def test_resume_refuses_another_model_or_dataset(tmp_path: Path) -> None:
-    from tests.collect_support import bedside
-
     with SimServer(SimConfig()) as sim:
         args = ("run", "--judge-model", "sim/judge", "--base-url", sim.base_url, "--store", tmp_path / "s",
                 "--run-id", "r", "--progress", "none")
@@ -125,6 +121,6 @@ def test_resume_refuses_another_model_or_dataset(tmp_path: Path) -> None:
         assert code == 1 and "holds answers of 'sim/weak'" in err
         other = tmp_path / "one.jsonl"
         case = load_dataset(None).raw_cases[0]
-        other.write_text(__import__("json").dumps(case) + "\n")
+        other.write_text(json.dumps(case) + "\n")
         code, _, err = bedside(*args, "--answer-model", "sim/weak", "--dataset", other)
         assert code == 1 and "different --dataset" in err

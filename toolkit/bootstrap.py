@@ -9,20 +9,19 @@ resamples whose statistic is ``statistics.fmean`` of the per-benchmark means.
 Reproduced here without calling ``randrange`` millions of times:
 
 * ``randrange(n)`` (n < 2**32) reads one 32-bit MT19937 output ``u`` per try and
-  keeps ``v = u >> (32 - k)`` with ``k = n.bit_length()``, retrying while ``v >= n``.
-  A try is accepted iff ``u < n << (32 - k)``, a threshold on the raw output, so
-  acceptance is a vectorised comparison. NumPy's MT19937, loaded with
+  keeps its index ``u >> (32 - k)``, ``k = n.bit_length()``, retrying while that is
+  ``>= n``: acceptance is a vectorised comparison. NumPy's MT19937, loaded with
   ``random.Random(seed).getstate()``, yields the same raw outputs.
-* A seed's outputs are the same for every call, so they are generated once, in
-  pieces kept in a bounded cache together with what is derived from them (the
-  values a size accepts, per piece). A benchmark's draws are then a slice.
-* The stratified pass mixes sizes. Outputs accepted by every size ("sure") or by
-  none need no decision; only outputs between the smallest and largest size
-  depend on the draw they serve. Those few are decided by one tight Python loop.
+* A seed's outputs are the same for every call: they are generated once, in pieces
+  kept in a bounded cache with what is derived from them (per piece, the indices a
+  size accepts). A benchmark's draws are then a slice of those.
+* The stratified pass mixes sizes. An output whose index is below every size
+  ("sure") or at or above all of them needs no decision; only those in between
+  depend on the draw they serve, and one tight Python loop decides them.
 * Sums are rebuilt column by column in the reference's left-to-right order with
   the summation of the interpreter whose numbers are to be matched (plain
-  addition up to CPython 3.11, Neumaier-compensated from 3.12); ``fsum`` rows by
-  error-free transformations, checked exact, falling back to ``math.fsum``.
+  addition up to CPython 3.11, Neumaier-compensated from 3.12); ``fmean``'s
+  ``fsum`` by error-free transformations checked exact, else ``math.fsum``.
 * Resample indices depend only on the benchmark sizes (in sorted name order),
   ``samples`` and ``seed``, so they are cached: runs of one dataset share them.
 """
@@ -32,6 +31,7 @@ from __future__ import annotations
 import math
 import random
 import sys
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -85,31 +85,38 @@ class Intervals:
 
 
 class _Cache:
-    """Least recently used arrays (or tuples of arrays), bounded in bytes; all stored read-only."""
+    """Least recently used tuples of arrays, bounded in bytes, stored read-only.
+
+    One re-entrant lock guards it and the generators that fill it (makers nest)."""
 
     def __init__(self, limit: int) -> None:
         self._items: OrderedDict[tuple, tuple[np.ndarray, ...]] = OrderedDict()
         self._bytes, self._limit = 0, limit
 
     def get(self, key: tuple, make: Callable[[], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
-        item = self._items.get(key)
-        if item is None:
-            item = make()
-            self.put(key, item)
-        else:
-            self._items.move_to_end(key)
-        return item
+        with _LOCK:
+            item = self._items.get(key)
+            if item is None:
+                item = make()
+                self.put(key, item)
+            else:
+                self._items.move_to_end(key)
+            return item
 
     def put(self, key: tuple, item: tuple[np.ndarray, ...]) -> None:
-        if key in self._items:
-            return
-        for array in item:
-            array.setflags(write=False)  # shared by every caller
-        self._items[key] = item
-        self._bytes += sum(a.nbytes for a in item)
-        while self._bytes > self._limit and len(self._items) > 1:
-            _, old = self._items.popitem(last=False)
-            self._bytes -= sum(a.nbytes for a in old)
+        with _LOCK:
+            if key in self._items:
+                return
+            for array in item:
+                array.setflags(write=False)  # shared by every caller
+            self._items[key] = item
+            self._bytes += sum(a.nbytes for a in item)
+            while self._bytes > self._limit and len(self._items) > 1:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= sum(a.nbytes for a in old)
+
+
+_LOCK: Final = threading.RLock()
 
 
 _CACHE: Final = _Cache(_CACHE_BYTES)
@@ -132,7 +139,9 @@ class _SeedOutputs:
         for i in range(min(index, len(self._states) - 1), index + 1):
             key, pos = self._states[i]
             self._bitgen.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": pos}}
-            raw = self._bitgen.random_raw(_PIECE).astype(np.uint32)
+            raw = np.empty(_PIECE, dtype=np.uint32)
+            for at in range(0, _PIECE, 1 << 16):  # in small uint64 batches: no 8 MB temporary
+                raw[at:at + (1 << 16)] = self._bitgen.random_raw(min(1 << 16, _PIECE - at))
             if i + 1 == len(self._states):
                 state = self._bitgen.state["state"]
                 self._states.append((state["key"].copy(), state["pos"]))
@@ -266,11 +275,13 @@ def _draw_scan(outputs: _SeedOutputs, sizes: tuple[int, ...], samples: int, star
                ) -> tuple[np.ndarray, int]:
     """Draws for sizes of one bit length from output ``start``, and the output after the last used.
 
-    Outputs whose index is below ``min(sizes)`` are accepted by any draw: they are the
-    cached values of ``randrange(min)``. Outputs with an index at or above ``max(sizes)``
-    are rejected by all. The rest ("between", 1 in 2**k per unit of size spread) are
-    accepted or not depending on the draw d they would serve, d = sure outputs before
-    them + those of them accepted before: one Python loop over them, one lookup each.
+    Outputs whose index is below ``min(sizes)`` are accepted by any draw ("sure"): they
+    are the cached results of ``randrange(min)``. Those with an index at or above
+    ``max(sizes)`` are rejected by all. The rest ("between": per resample, len(sizes)
+    per unit of ``max - min``) are accepted or not depending on the draw d they would
+    serve, d = sure outputs before them + hits among them before: a Python loop, one
+    lookup each. Passes of ``span`` outputs bound the lookup table; per pass, the sure
+    values and the hits are then merged into the draws in order.
     """
     lo, hi, length = min(sizes), max(sizes), sum(sizes)
     total, spread = samples * length, hi - lo
@@ -283,11 +294,12 @@ def _draw_scan(outputs: _SeedOutputs, sizes: tuple[int, ...], samples: int, star
         span //= 2
     # table[j * spread + c]: is index lo + c accepted by draw j (mod length)? Bytes, in draw
     # order (the loop reads it front to back), for j < base (< length) + sure + hits in a pass.
-    pattern = per_draw[:, None] > lo + np.arange(spread)
-    table = np.resize(pattern.astype(np.uint8).ravel(), (length + span) * spread).tobytes()
+    pattern = (per_draw[:, None] > lo + np.arange(spread)).astype(np.uint8).tobytes()
+    table = pattern * (span // length + 2)
+    out = np.empty(total, dtype=_index_dtype(sizes))
+    sure_slot = np.empty(span, dtype=bool)  # scratch: which draws of a pass take sure outputs
     done, position = 0, start  # draws made before the pass, and the output it starts at
-    draws, indices = [], []  # of the accepted between-outputs
-    while done < total:
+    while True:
         index, offset = divmod(position, _PIECE)
         stop = (offset // span + 1) * span
         offsets, classes, sure_before = _between(outputs, lo, hi, index)
@@ -298,32 +310,36 @@ def _draw_scan(outputs: _SeedOutputs, sizes: tuple[int, ...], samples: int, star
         base = done % length
         keys = (sure[:last - first] + base).astype(np.int64) * spread + classes[first:last]
         extra = 0
-        # The hot loop. A hit's table key is (base + sure + hits before) * spread + class.
+        # The hot loop: the table key of a try is (base + sure + hits before) * spread + class.
         # (Iterating a memoryview makes the ints on the fly: cheaper than tolist.)
-        hits = [k for key in memoryview(keys) if table[(k := key + extra)] and (extra := extra + spread)]
-        if hits:
-            draw, cls = np.divmod(np.fromiter(hits, dtype=np.int64, count=len(hits)), spread)
-            draw += done - base
-            keep = int(np.searchsorted(draw, total))
-            draws.append(draw[:keep])
-            indices.append(cls[:keep] + lo)
-        done += _rank(outputs, lo, index, stop) - sure_at + len(hits)
+        hits = [key for key in memoryview(keys) if table[key + extra] and (extra := extra + spread)]
+        keys = np.fromiter(hits, dtype=np.int64, count=len(hits)) + spread * np.arange(len(hits))
+        draw, cls = np.divmod(keys, spread)
+        draw -= base  # draws of the hits, counted from the pass's first
+        count = int(np.searchsorted(draw, total - done))
+        used = min(_rank(outputs, lo, index, stop) - sure_at, total - done - count)  # sure outputs taken
+        width = used + count
+        segment, slot = out[done:done + width], sure_slot[:width]
+        slot.fill(True)
+        slot[draw[:count]] = False
+        segment[slot] = _accepted(outputs, lo, index)[0][sure_at:sure_at + used]
+        segment[draw[:count]] = cls[:count] + lo
+        if done + width == total:
+            break
+        done += width
         position = index * _PIECE + stop
-    draw = np.concatenate(draws) if draws else np.empty(0, dtype=np.int64)
-    sure_values, end = _take_accepted(outputs, lo, start, total - draw.size)
-    out = np.empty(total, dtype=sure_values.dtype)  # sure values with the hits put in between
-    sure_slots = np.ones(total, dtype=bool)
-    sure_slots[draw] = False
-    out[sure_slots] = sure_values
-    out[draw] = np.concatenate(indices) if indices else 0
-    if draw.size and draw[-1] == total - 1:  # the last draw took a between-output after the last sure one
-        run = int(np.argmin(np.append(draw[::-1] == np.arange(total - 1, total - 1 - draw.size, -1), False)))
-        end = _end_after_last_hit(outputs, per_draw.tolist(), total - run, total, end)
-    return out.reshape(samples, length), end
+    if not count or draw[count - 1] < width - 1:  # the last draw took a sure output
+        return out.reshape(samples, length), index * _PIECE + _locate(outputs, lo, index, sure_at + used - 1) + 1
+    # It took a between-output: replay from the last sure output of the pass (or its start).
+    run = int(np.argmin(np.append(draw[count - 1::-1] == np.arange(width - 1, width - 1 - count, -1), False)))
+    if used:
+        position = index * _PIECE + _locate(outputs, lo, index, sure_at + used - 1) + 1
+    return out.reshape(samples, length), _end_after_last_hit(
+        outputs, per_draw.tolist(), done + width - run, total, position)
 
 
 def _end_after_last_hit(outputs: _SeedOutputs, per_draw: list[int], draw: int, total: int, position: int) -> int:
-    """Replays the few outputs after the last sure one until the last draw is made."""
+    """Replays the reference from ``position``, where ``draw`` draws are made, until the last one."""
     shift = _shift(per_draw[0])
     while True:
         v = int(outputs.read(position, 1)[0]) >> shift
@@ -512,19 +528,19 @@ def _fmeans(rows: np.ndarray) -> np.ndarray:
     """
     count = rows.shape[1]
     columns = rows.T
-    high, low = columns[0] + 0.0, np.zeros(rows.shape[0])
+    high, low = columns[0], np.zeros(rows.shape[0])  # low is +0.0: a zero total is +0.0, as fsum's
     exact = np.ones(rows.shape[0], dtype=bool)
-    for x in columns[1:]:
-        s = high + x
-        back = s - high
-        error = (high - (s - back)) + (x - back)
-        high = s
-        s = low + error
-        back = s - low
-        exact &= ((low - (s - back)) + (error - back)) == 0
-        low = s
-    total = high + low
-    total[total == 0] = 0.0  # an exact zero sum is +0.0 in fsum
+    with np.errstate(all="ignore"):  # inf and nan make inexact rows, redone below
+        for x in columns[1:]:
+            s = high + x
+            back = s - high
+            error = (high - (s - back)) + (x - back)
+            high = s
+            s = low + error
+            back = s - low
+            exact &= ((low - (s - back)) + (error - back)) == 0
+            low = s
+        total = high + low
     for i in np.flatnonzero(~exact | ~np.isfinite(total)).tolist():
         total[i] = math.fsum(rows[i].tolist())
     return total / count

@@ -31,7 +31,10 @@ class CommandError(click.ClickException):
 def run_safely(group: click.Group, argv: list[str]) -> int:
     """Run the CLI; known failures become one line each on stderr and a non-zero exit."""
     try:
-        group.main(args=argv, prog_name="bedside", standalone_mode=False)
+        # Outside standalone mode click returns ctx.exit(n)'s code instead of raising it.
+        code = group.main(args=argv, prog_name="bedside", standalone_mode=False)
+        if isinstance(code, int):
+            return code
     except click.exceptions.Exit as done:
         return int(done.exit_code or 0)
     except click.exceptions.Abort:

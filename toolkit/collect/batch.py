@@ -307,15 +307,16 @@ def collect_batch(store: Store, job: CollectJob, say: Callable[[str], None], pre
     with store.lock(s.run_id):
         journal = RunJournal(store, s.run_id)
         journal.recover()
-        if prepare is not None:
-            prepare(store, job)
         work = read_stored_work(store, s.run_id)
         plan = make_plan(list(job.cases), work, s.judge_model, s.judge_passes, job.answer)
         counts = Counts(answers_total=len(plan.to_answer), judgments_total=len(plan.to_judge))
         interrupted = False
+        busy = bool(plan.to_answer or plan.to_judge) or (journal.folder / "batch.json").exists()
+        client = pool.client(s.judge_endpoint, "judge", s) if busy else None  # a missing key fails here
+        if prepare is not None:
+            prepare(store, job)
         try:
-            if plan.to_answer or plan.to_judge or (journal.folder / "batch.json").exists():
-                client = pool.client(s.judge_endpoint, "judge", s)
+            if client is not None:
                 runner = BatchRun(job, journal, work, plan, client, counts, say)
 
                 async def go() -> bool:
@@ -336,6 +337,5 @@ def collect_batch(store: Store, job: CollectJob, say: Callable[[str], None], pre
         counts.judge_errors = sum(1 for c, p in plan.to_judge
                                   if c in work.answers and (c, plan.judge_model, p) not in work.judged)
     return RunReport(s.run_id, plan.judge_model, counts.answers_done, counts.answer_errors, counts.judgments_done,
-                     counts.judge_errors,
-                     counts.reasks, plan.skipped_answers, plan.skipped_judgments, plan.unanswerable, interrupted,
-                     time.monotonic() - started, plan.answering)
+                     counts.judge_errors, counts.reasks, plan.skipped_answers, plan.skipped_judgments,
+                     plan.unanswerable, interrupted, time.monotonic() - started, plan.answering)

@@ -12,9 +12,10 @@ cancels the calls in flight, checkpoints and reports an interrupted run.
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any, Awaitable, Iterator
 
@@ -28,8 +29,7 @@ from toolkit.collect.settings import CollectSettings, Endpoint
 from toolkit.journal import RunJournal
 from toolkit.store import Store
 
-
-RAMP_STEP_S = 0.002
+RAMP_STEP_S = 0.001  # workers start this far apart (see Collector._worker)
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,10 @@ class RunReport:
 
 @dataclass(frozen=True)
 class JobClients:
-    answer: ChatClient  # unset (None) when the run has nothing to answer
-    judge: ChatClient
+    """A run's clients; None where it has no calls to make (so a finished run needs no key)."""
+
+    answer: ChatClient | None
+    judge: ChatClient | None
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,7 @@ class Collector:
 
     async def _answer(self, case: CaseToJudge) -> StoredAnswer | None:
         s = self.settings
+        assert self.clients.answer is not None
         attempt = self.work.next_answer_attempt(case.case_id)
         started_at = now_iso()
         row: dict[str, Any] = {"run_id": s.run_id, "case_id": case.case_id, "attempt": attempt,
@@ -153,6 +156,7 @@ class Collector:
     async def _judge(self, case: CaseToJudge, answer: StoredAnswer, judge_pass: int,
                      answer_started: float | None) -> None:
         s, judge = self.settings, self.plan.judge_model
+        assert self.clients.judge is not None
         key = (case.case_id, judge, judge_pass)
         messages = case.messages(answer.text)
         for _ in range(1 + s.judge_reasks):
@@ -230,7 +234,7 @@ class ClientPool:
             answer = self.client(settings.answer_endpoint, "answer", settings)
         if plan.to_answer or plan.to_judge:
             judge = self.client(settings.judge_endpoint, "judge", settings)
-        return JobClients(answer, judge)  # type: ignore[arg-type]
+        return JobClients(answer, judge)
 
     @property
     def stats(self) -> list[CallStats]:
@@ -249,8 +253,8 @@ def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = No
             label: str | None = None, prepare: Any = None) -> list[RunReport]:
     """Collect several runs in one event loop (each under its lock); reports in job order.
 
-    ``prepare(store, job)`` runs under the lock after the journal is recovered and before the stored
-    work is read (the CLI uses it to write the runs row). Raises EndpointFatal on a wrong key or
+    ``prepare(store, job)`` runs under the lock once the journal is recovered and the keys are found
+    (the CLI uses it to write the dataset and the runs row, or to refuse a mismatched resume). Raises EndpointFatal on a wrong key or
     unknown model, after checkpointing what completed.
     """
     started = time.monotonic()
@@ -264,11 +268,12 @@ def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = No
             journal = RunJournal(store, job.settings.run_id)
             journal.recover()
             journals.append(journal)
-            if prepare is not None:
-                prepare(store, job)
             work = read_stored_work(store, job.settings.run_id)
             plan = make_plan(list(job.cases), work, job.settings.judge_model, job.settings.judge_passes, job.answer)
-            collectors.append(Collector(job, journal, work, plan, pool.for_job(job.settings, plan), Counts()))
+            clients = pool.for_job(job.settings, plan)  # a missing key fails here, before anything is written
+            if prepare is not None:
+                prepare(store, job)
+            collectors.append(Collector(job, journal, work, plan, clients, Counts()))
         tracker = Tracker(label or (jobs[0].settings.run_id if len(jobs) == 1 else f"{len(jobs)} runs"),
                           stats=pool.stats, limits=pool.limits, runs=[c.counts for c in collectors])
         view = (views or view_factory("none"))(tracker)
@@ -276,7 +281,8 @@ def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = No
             c.view = view
         interval = min(j.settings.checkpoint_s for j in jobs)
         try:
-            interrupted = asyncio.run(_drive(collectors, journals, pool, view, interval))
+            with quiet_gc():
+                interrupted = asyncio.run(_drive(collectors, journals, pool, view, interval))
         finally:
             for journal in journals:
                 journal.close()
@@ -285,6 +291,26 @@ def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = No
                       c.counts.answer_errors, c.counts.judgments_done - c.counts.judge_errors, c.counts.judge_errors,
                       c.counts.reasks, c.plan.skipped_answers, c.plan.skipped_judgments, c.plan.unanswerable,
                       interrupted, elapsed, c.plan.answering) for c in collectors]
+
+
+@contextmanager
+def quiet_gc(gen0_threshold: int = 20_000) -> Iterator[None]:
+    """Keep the cyclic garbage collector off the event loop while calls are in flight.
+
+    The SDK allocates thousands of short-lived objects per call; with the default thresholds a
+    collection runs every few calls and, now and then, a full pass over every object the process holds
+    (polars, pyarrow and the SDK's models included) stalls the loop for tens of milliseconds while a hundred replies
+    wait. Freezing what exists before the run takes it out of those passes; a larger first-generation
+    threshold makes collections rare. Both are undone afterwards.
+    """
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(old[0], gen0_threshold), old[1], old[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
 
 
 async def interruptible(work: Awaitable[None]) -> bool:

@@ -6,11 +6,14 @@ SHA-256 of (server seed, model, prompt), so a reply never depends on request ord
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import hashlib
 import json
 import random
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
 from toolkit.dataset import load_dataset
@@ -199,28 +202,40 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+@lru_cache(maxsize=512)
+def _tagged_lines(answer: str) -> tuple[tuple[tuple[str, ...], tuple[int, ...]], ...]:
+    """Per line of an answer: its words and each word's clause number. Cached: a judge request asks
+    about every rubric item of one answer, and tokenising once per answer keeps the sim's CPU low."""
+    lines = []
+    for line in answer.split("\n"):
+        words: list[str] = []
+        clauses: list[int] = []
+        clause, start = 0, 0
+        for end_match in [*_CLAUSE_END.finditer(line), None]:
+            stop = end_match.end() if end_match else len(line)
+            found = _words(line[start:stop])
+            words += found
+            clauses += [clause] * len(found)
+            clause, start = clause + 1, stop
+        lines.append((tuple(words), tuple(clauses)))
+    return tuple(lines)
+
+
 def answer_states(answer: str, criterion: str) -> bool:
     """True when some clause of the answer contains every word of the criterion (grader verb such as
     "Identifies that" optional), in order and contiguously, with no rejection cue ("Avoid:", "do not",
     ...) before it in that clause."""
-    target = _words(criterion_core(criterion))
+    target = tuple(_words(criterion_core(criterion)))
     if not target:
         return False
-    for line in answer.split("\n"):
-        # one entry per word: (word, clause number), so a cue only negates its own clause
-        tagged: list[tuple[str, int]] = []
-        clause, start = 0, 0
-        for end_match in [*_CLAUSE_END.finditer(line), None]:
-            stop = end_match.end() if end_match else len(line)
-            tagged += [(w, clause) for w in _words(line[start:stop])]
-            clause, start = clause + 1, stop
-        words = [w for w, _ in tagged]
-        n = len(target)
+    n = len(target)
+    for words, clauses in _tagged_lines(answer):
         for at in range(len(words) - n + 1):
-            if words[at:at + n] != target:
+            if words[at] != target[0] or words[at:at + n] != target:
                 continue
-            own_clause = tagged[at][1]
-            before = {w for w, c in tagged[:at] if c == own_clause}
+            own_clause = clauses[at]
+            # a cue only negates its own clause
+            before = {w for w, c in zip(words[:at], clauses[:at]) if c == own_clause}
             if not before & _NEGATION_CUES:
                 return True
     return False
