@@ -35,6 +35,21 @@ _EXPORTS: dict[str, str] = {
     # reference interop
     "import_reference": "toolkit.reference",
     "export_reference": "toolkit.reference",
+    # collection (these import the openai SDK, ~1 s, on first use)
+    "evaluate": "toolkit.collect.api",
+    "rejudge": "toolkit.collect.api",
+    "plan_evaluation": "toolkit.collect.api",
+    "plan_rejudge": "toolkit.collect.api",
+    "run_demo": "toolkit.collect.demo",
+    # analyses
+    "compare": "toolkit.analysis",
+    "CompareOptions": "toolkit.analysis",
+    "analyse_items": "toolkit.analysis",
+    "ItemOptions": "toolkit.analysis",
+    "harms": "toolkit.analysis",
+    "HarmOptions": "toolkit.analysis",
+    "judge_agreement": "toolkit.analysis",
+    "AgreementOptions": "toolkit.analysis",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,24 +1,25 @@
-"""``bedside run | judge | demo``: collect answers and judgments from OpenAI-compatible endpoints."""
+"""``bedside run | judge | demo``: collect answers and judgments from OpenAI-compatible endpoints.
+
+Options in, a call to ``toolkit.collect.api`` (or ``run_demo``), output and exit status out: the
+logic lives in the API so that notebooks can call it. The API is imported inside the commands
+because the collector pulls in the openai SDK (~1 s), which other commands never need.
+"""
 
 from __future__ import annotations
 
-import json
+from typing import TYPE_CHECKING
 
 import click
 
-from typing import TYPE_CHECKING, Any
-
 from toolkit import protocol
-from toolkit.cli.common import CommandError, dataset_option, emit, open_store, store_option
-from toolkit.collect.judge import case_to_judge
-from toolkit.collect.plan import cases_from_store, ensure_run, make_plan, read_stored_work, record_judge
-from toolkit.collect.settings import (CollectSettings, Endpoint, RetryPolicy, load_providers, resolve_endpoint,
-                                      resolve_judge_endpoint)
-from toolkit.dataset import load_dataset
-from toolkit.store import Store
+from toolkit.cli.common import CommandError, dataset_option, emit, store_option
+from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES, DEFAULT_JUDGE_REASKS,
+                                      DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY, DEFAULT_TIMEOUT_S, FLOAT_RANGES,
+                                      INT_RANGES, PROGRESS_MODES)
 
-if TYPE_CHECKING:  # the collector pulls in the openai SDK (~1 s): imported only by the commands that call
-    from toolkit.collect.runner import CollectJob, RunReport
+if TYPE_CHECKING:
+    from toolkit.collect.api import Collection
+    from toolkit.collect.runner import RunReport
 
 EXIT_INCOMPLETE = 3  # the run finished but some cases failed: re-running retries them
 EXIT_INTERRUPTED = 130
@@ -30,21 +31,25 @@ def call_options(func):
         click.option("--judge-base-url", default=None, help="Judge endpoint (default: by the provider table)."),
         click.option("--judge-api-key-env", default=None, metavar="NAME",
                      help="Environment variable holding the judge's key."),
-        click.option("--concurrency", type=click.IntRange(1, 1000), default=16, show_default=True,
+        click.option("--concurrency", type=click.IntRange(*INT_RANGES["concurrency"]), default=DEFAULT_CONCURRENCY,
+                     show_default=True,
                      help="Most calls in flight (lowered automatically while the provider rate-limits)."),
-        click.option("--judge-passes", type=click.IntRange(1, 100), default=None,
-                     help="Independent judge passes 1..K per answer [default: 1]."),
-        click.option("--max-retries", type=click.IntRange(1, 100), default=protocol.REFERENCE_MAX_ATTEMPTS,
-                     show_default=True, help="Attempts per call, the first included (retryable faults only)."),
-        click.option("--judge-reasks", type=click.IntRange(0, 20), default=2, show_default=True,
+        click.option("--judge-passes", type=click.IntRange(*INT_RANGES["judge_passes"]), default=None,
+                     help=f"Independent judge passes 1..K per answer [default: {DEFAULT_JUDGE_PASSES}]."),
+        click.option("--max-retries", type=click.IntRange(*INT_RANGES["max_retries"]),
+                     default=protocol.REFERENCE_MAX_ATTEMPTS, show_default=True,
+                     help="Attempts per call, the first included (retryable faults only)."),
+        click.option("--judge-reasks", type=click.IntRange(*INT_RANGES["judge_reasks"]), default=DEFAULT_JUDGE_REASKS,
+                     show_default=True,
                      help="Extra judge calls after an invalid reply before the case is a judge error."),
-        click.option("--timeout", type=click.FloatRange(0.1, None), default=600.0, show_default=True,
-                     help="Seconds before a call is abandoned and retried."),
-        click.option("--retry-base-delay", type=click.FloatRange(0.0, 60.0), default=1.0, show_default=True,
+        click.option("--timeout", type=click.FloatRange(*FLOAT_RANGES["timeout"]), default=DEFAULT_TIMEOUT_S,
+                     show_default=True, help="Seconds before a call is abandoned and retried."),
+        click.option("--retry-base-delay", type=click.FloatRange(*FLOAT_RANGES["retry_base_delay"]),
+                     default=DEFAULT_RETRY_BASE_DELAY, show_default=True,
                      help="Back-off before the first retry; doubles per attempt (random jitter, at most 60 s)."),
         click.option("--dry-run", is_flag=True, help="Print the calls, tokens and cost it would take; call nothing."),
         click.option("--batch", is_flag=True, help="Use the provider's Batch API (slower, usually half price)."),
-        click.option("--progress", type=click.Choice(["auto", "rich", "plain", "none"]), default="auto",
+        click.option("--progress", type=click.Choice(PROGRESS_MODES), default=DEFAULT_PROGRESS,
                      show_default=True, help="Progress display (auto: a bar on a terminal, lines otherwise)."),
         store_option,
     ]):
@@ -62,7 +67,8 @@ def call_options(func):
               "(default: OPENAI_API_KEY or OPENAI_ACCESS_TOKEN for OpenAI).")
 @click.option("--reasoning-effort", default=None, help="reasoning_effort sent with answer calls (only if given).")
 @click.option("--smoke", is_flag=True, help="Only the first case of each benchmark.")
-@click.option("--limit", type=click.IntRange(1, None), default=None, help="Only the first N selected cases.")
+@click.option("--limit", type=click.IntRange(*INT_RANGES["limit"]), default=None,
+              help="Only the first N selected cases.")
 @click.option("--benchmark", "benchmarks", multiple=True, help="Only these benchmarks (repeatable).")
 @call_options
 @dataset_option
@@ -75,37 +81,21 @@ def run_cmd(answer_model: str, judge_model: str, run_id: str | None, base_url: s
 
     Exit status: 0 complete, 3 finished with failed cases (run it again to retry them), 130 interrupted.
     """
-    table = load_providers()
-    dataset = load_dataset(dataset_path)
-    case_ids = dataset.select(smoke, limit, benchmarks)
-    answer_endpoint = resolve_endpoint(table, answer_model, base_url, api_key_env)
-    judge_endpoint = resolve_judge_endpoint(table, answer_model, answer_endpoint, judge_model, judge_base_url,
-                                            judge_api_key_env)
-    settings = CollectSettings(
-        run_id or answer_model, answer_model, judge_model, answer_endpoint, judge_endpoint, concurrency,
-        tuple(range(1, (judge_passes or 1) + 1)), reasoning_effort, judge_reasks,
-        RetryPolicy(max_retries, retry_base_delay, timeout_s=timeout), batch=batch,
-        selection={"smoke": smoke, "limit": limit, "benchmarks": list(benchmarks), "cases": len(case_ids)})
-    from toolkit.collect.runner import CollectJob
+    from toolkit.collect.api import plan_evaluation
 
-    job = CollectJob(settings, tuple(case_to_judge(dataset.case(c)) for c in case_ids))
-    store = open_store(store_dir)
-    if dry_run:
-        _dry_run(store, job, table, batch)
-        return
-
-    def prepare(store: Store, job: CollectJob) -> None:
-        store.write_dataset(dataset)
-        run = ensure_run(store, job.settings, dataset.sha256)
-        record_judge(store, run, judge_model, judge_endpoint.describe())
-
-    _finish(_collect(store, job, prepare, batch, progress))
+    collection = plan_evaluation(
+        answer_model, judge_model, store=store_dir, dataset=dataset_path, run_id=run_id, base_url=base_url,
+        api_key_env=api_key_env, judge_base_url=judge_base_url, judge_api_key_env=judge_api_key_env,
+        concurrency=concurrency, judge_passes=judge_passes or DEFAULT_JUDGE_PASSES, reasoning_effort=reasoning_effort,
+        smoke=smoke, limit=limit, benchmarks=benchmarks, max_retries=max_retries, judge_reasks=judge_reasks,
+        timeout=timeout, retry_base_delay=retry_base_delay, batch=batch)
+    _collect_or_estimate(collection, dry_run, progress)
 
 
 @click.command("judge")
 @click.option("--run", "run_id", required=True, help="Run whose stored answers are judged.")
 @click.option("--judge-model", required=True, help="Judge model (another judge, or the same one again).")
-@click.option("--pass", "passes", type=click.IntRange(1, 100), multiple=True,
+@click.option("--pass", "passes", type=click.IntRange(*INT_RANGES["judge_passes"]), multiple=True,
               help="Judge pass number(s) to collect, e.g. --pass 2 for a second pass (repeatable).")
 @call_options
 def judge_cmd(run_id: str, judge_model: str, passes: tuple[int, ...], judge_base_url: str | None,
@@ -118,45 +108,30 @@ def judge_cmd(run_id: str, judge_model: str, passes: tuple[int, ...], judge_base
     """
     if passes and judge_passes:
         raise click.UsageError("give --pass or --judge-passes, not both")
-    store = open_store(store_dir)
-    run = store.run(run_id)
-    table = load_providers()
-    stored = (json.loads(run["settings"] or "{}") or {}).get("answer_endpoint")
-    answer_endpoint = Endpoint(stored["provider"], stored["base_url"], tuple(stored["api_key_env"])) if stored else None
-    judge_endpoint = resolve_judge_endpoint(table, run["answer_model"] or "", answer_endpoint, judge_model,
-                                            judge_base_url, judge_api_key_env)
-    settings = CollectSettings(
-        run_id, run["answer_model"] or "", judge_model, None, judge_endpoint, concurrency,
-        tuple(sorted(set(passes))) or tuple(range(1, (judge_passes or 1) + 1)), run["answer_reasoning_effort"],
-        judge_reasks, RetryPolicy(max_retries, retry_base_delay, timeout_s=timeout), batch=batch)
-    from toolkit.collect.runner import CollectJob
+    from toolkit.collect.api import plan_rejudge
 
-    job = CollectJob(settings, tuple(cases_from_store(store, run["dataset_sha256"])), answer=False)
-    if dry_run:
-        _dry_run(store, job, table, batch)
-        return
-
-    def prepare(store: Store, job: CollectJob) -> None:
-        record_judge(store, store.run(run_id), judge_model, judge_endpoint.describe())
-
-    _finish(_collect(store, job, prepare, batch, progress))
+    collection = plan_rejudge(
+        run_id, judge_model, store=store_dir, passes=passes, judge_passes=judge_passes, judge_base_url=judge_base_url,
+        judge_api_key_env=judge_api_key_env, concurrency=concurrency, max_retries=max_retries,
+        judge_reasks=judge_reasks, timeout=timeout, retry_base_delay=retry_base_delay, batch=batch)
+    _collect_or_estimate(collection, dry_run, progress)
 
 
 @click.command("demo")
 @store_option
-@click.option("--concurrency", type=click.IntRange(1, 1000), default=16, show_default=True,
-              help="Calls in flight per simulated model.")
-@click.option("--progress", type=click.Choice(["auto", "rich", "plain", "none"]), default="auto", show_default=True)
+@click.option("--concurrency", type=click.IntRange(*INT_RANGES["concurrency"]), default=DEFAULT_CONCURRENCY,
+              show_default=True, help="Calls in flight per simulated model.")
+@click.option("--progress", type=click.Choice(PROGRESS_MODES), default=DEFAULT_PROGRESS, show_default=True)
 def demo_cmd(store_dir: str | None, concurrency: int, progress: str) -> None:
     """Offline demo: four simulated models on the bundled sample, graded by a simulated judge.
 
     Starts the simulated provider on loopback, collects into a FRESH store (default data/results/demo,
     wiped first) and prints the leaderboard.
     """
+    from toolkit.collect.api import progress_views
     from toolkit.collect.demo import run_demo
-    from toolkit.collect.progress import view_factory
 
-    store, reports, board = run_demo(store_dir, concurrency, view_factory(progress))
+    store, reports, board = run_demo(store_dir, concurrency, progress_views(progress))
     for report in reports:
         click.echo(report.line())
     emit(board, "table", title="Leaderboard: simulated models on the bundled sample (macro mean, 95% CI)")
@@ -165,28 +140,19 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str) -> None:
                "Not for clinical use.")
 
 
-def _dry_run(store: Store, job: CollectJob, table: Any, batch: bool) -> None:
-    # Reads only: no lock, no journal recovery, nothing created.
-    from toolkit.collect.estimate import estimate, render
-
-    work = read_stored_work(store, job.settings.run_id)
-    plan = make_plan(list(job.cases), work, job.settings.judge_model, job.settings.judge_passes, job.answer)
-    for line in render(estimate(plan, work, job.settings, table, batch), plan, job.settings, batch):
-        click.echo(line)
-
-
-def _collect(store: Store, job: CollectJob, prepare: Any, batch: bool, progress: str) -> RunReport:
-    from toolkit.collect.batch import BatchFailed, collect_batch
+def _collect_or_estimate(collection: Collection, dry_run: bool, progress: str) -> None:
+    from toolkit.collect.batch import BatchFailed
     from toolkit.collect.client import EndpointFatal
-    from toolkit.collect.progress import view_factory
-    from toolkit.collect.runner import collect
 
+    if dry_run:
+        for line in collection.dry_run().lines():
+            click.echo(line)
+        return
     try:
-        if batch:
-            return collect_batch(store, job, click.echo, prepare)
-        return collect(store, [job], view_factory(progress), prepare=prepare)[0]
+        report = collection.run(progress, say=click.echo)  # batch messages are printed whatever --progress says
     except (EndpointFatal, BatchFailed) as error:
         raise CommandError([f"{error} (nothing else was called; completed work is stored)"]) from None
+    _finish(report)
 
 
 def _finish(report: RunReport) -> None:

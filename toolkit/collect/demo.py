@@ -15,7 +15,7 @@ from toolkit.collect.judge import case_to_judge
 from toolkit.collect.plan import ensure_run
 from toolkit.collect.progress import ViewFactory
 from toolkit.collect.runner import CollectJob, RunReport, collect
-from toolkit.collect.settings import CollectSettings, Endpoint
+from toolkit.collect.settings import DEFAULT_CONCURRENCY, CollectSettings, Endpoint
 from toolkit.collect.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
 from toolkit.store import DEFAULT_STORE, Store, StoreError
@@ -42,7 +42,7 @@ def fresh_store(root: Path) -> Store:
     return Store.open(root)
 
 
-def run_demo(store_dir: str | None = None, concurrency: int = 16, views: ViewFactory | None = None,
+def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENCY, views: ViewFactory | None = None,
              latency_ms: float = 20.0) -> tuple[Store, list[RunReport], pl.DataFrame]:
     """Collect the demo models into a fresh store; (store, reports, leaderboard)."""
     store = fresh_store(Path(store_dir) if store_dir else DEMO_STORE)

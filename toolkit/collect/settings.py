@@ -17,6 +17,30 @@ from toolkit import protocol
 PROVIDERS_FILE = Path(__file__).with_name("providers.toml")
 NO_KEY = "no-key"  # what the SDK is given for an endpoint that needs none (it insists on a value)
 
+# Defaults of the collection options, shared by the Python API (toolkit.collect.api) and the CLI flags.
+# The attempt count is protocol.REFERENCE_MAX_ATTEMPTS (the reference runner's), not restated here.
+DEFAULT_CONCURRENCY = 16
+DEFAULT_JUDGE_PASSES = 1
+DEFAULT_JUDGE_REASKS = 2
+DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_RETRY_BASE_DELAY = 1.0
+PROGRESS_MODES = ("auto", "rich", "plain", "none")  # auto: a bar on a terminal, plain lines otherwise
+DEFAULT_PROGRESS = "auto"
+
+# Accepted (lowest, highest) of each option, highest None when unbounded: the CLI's click ranges and
+# the API's checks, so a notebook cannot ask for what the command line refuses.
+INT_RANGES: dict[str, tuple[int, int | None]] = {
+    "concurrency": (1, 1000),
+    "judge_passes": (1, 100),  # also each pass number given to --pass / passes=
+    "max_retries": (1, 100),
+    "judge_reasks": (0, 20),
+    "limit": (1, None),
+}
+FLOAT_RANGES: dict[str, tuple[float, float | None]] = {
+    "timeout": (0.1, None),
+    "retry_base_delay": (0.0, 60.0),
+}
+
 
 class SettingsError(ValueError):
     """A configuration problem found before any call is made."""
@@ -138,9 +162,9 @@ class RetryPolicy:
     """Transport retries: ``max_attempts`` calls at most, full-jitter exponential back-off."""
 
     max_attempts: int = protocol.REFERENCE_MAX_ATTEMPTS
-    base_delay: float = 1.0
+    base_delay: float = DEFAULT_RETRY_BASE_DELAY
     max_delay: float = 60.0
-    timeout_s: float = 600.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -152,10 +176,10 @@ class CollectSettings:
     judge_model: str
     answer_endpoint: Endpoint | None  # None when only judging stored answers
     judge_endpoint: Endpoint
-    concurrency: int = 16
-    judge_passes: tuple[int, ...] = (1,)
+    concurrency: int = DEFAULT_CONCURRENCY
+    judge_passes: tuple[int, ...] = tuple(range(1, DEFAULT_JUDGE_PASSES + 1))
     reasoning_effort: str | None = None
-    judge_reasks: int = 2  # extra judge calls after an invalid reply
+    judge_reasks: int = DEFAULT_JUDGE_REASKS  # extra judge calls after an invalid reply
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     checkpoint_s: float = 2.0
     batch: bool = False  # through the Batch API instead of direct calls
