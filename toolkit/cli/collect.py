@@ -135,7 +135,9 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str) -> None:
     for report in reports:
         click.echo(report.line())
     emit(board, "table", title="Leaderboard: simulated models on the bundled sample (macro mean, 95% CI)")
-    click.echo(f"store: {store.root}  (explore: bedside summary --all --store {store.root})")
+    click.echo(f"store: {store.root}")
+    click.echo(f"next:  bedside compare --all --store {store.root}   (paired comparisons, ranks)")
+    click.echo(f"       bedside items --all --store {store.root}     (rubric items behind the scores)")
     click.echo("Simulated models, illustrative sample: these numbers say nothing about any real model. "
                "Not for clinical use.")
 
