@@ -54,8 +54,9 @@ _STEP: Final = 1 << 10  # accepted counts are kept every _STEP outputs: position
 _SCAN_SPREAD: Final = 16  # scan when max - min size <= this: it decides len(sizes) * spread tries
 _TABLE_BYTES: Final = 4 << 20  # bound on the scan's lookup table (spread x outputs per pass)
 _SEGMENT_CHUNK: Final = 1 << 20  # outputs a block-jumping pass looks at
-_CACHE_BYTES: Final = 192 << 20  # stream pieces and derived arrays; ~140 MB for 10k x 500 cases
-_CACHE_ENTRIES: Final = 4  # index sets of distinct size tuples (~10 MB each at 10k x 500 cases)
+_CACHE_BYTES: Final = 192 << 20  # stream pieces and what is derived; ~125 MB for 10k x 500 cases
+_CACHE_ENTRIES: Final = 4  # index sets of distinct size tuples (5-10 MB each at 10k x 500 cases)
+_LOCK: Final = threading.RLock()  # guards the caches and the generators that fill them
 
 
 @dataclass(frozen=True)
@@ -85,9 +86,7 @@ class Intervals:
 
 
 class _Cache:
-    """Least recently used tuples of arrays, bounded in bytes, stored read-only.
-
-    One re-entrant lock guards it and the generators that fill it (makers nest)."""
+    """Least recently used tuples of arrays, bounded in bytes, stored read-only."""
 
     def __init__(self, limit: int) -> None:
         self._items: OrderedDict[tuple, tuple[np.ndarray, ...]] = OrderedDict()
@@ -114,9 +113,6 @@ class _Cache:
             while self._bytes > self._limit and len(self._items) > 1:
                 _, old = self._items.popitem(last=False)
                 self._bytes -= sum(a.nbytes for a in old)
-
-
-_LOCK: Final = threading.RLock()
 
 
 _CACHE: Final = _Cache(_CACHE_BYTES)
