@@ -21,8 +21,6 @@ from toolkit.bootstrap import (
     BootstrapSettings,
     Intervals,
     MT19937Stream,
-    _cached_indices,
-    _draw,
     _fmeans,
     _interval,
     percentile_reference,
@@ -30,6 +28,7 @@ from toolkit.bootstrap import (
     reference_intervals,
     resample_means,
 )
+from toolkit.mt_draws import _draw, cached_indices as _cached_indices
 from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, CI_HIGH, CI_LOW
 
 # --- the reference, written the obvious way (kept free of numpy on purpose) ---------------
@@ -190,17 +189,17 @@ def test_draw_random_sizes_all_methods() -> None:
 @pytest.fixture
 def small_pieces(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Pieces of 4096 outputs, scan passes of 1024, a fresh cache: every boundary is crossed often."""
-    import toolkit.bootstrap as bootstrap
+    import toolkit.mt_draws as bootstrap
 
     monkeypatch.setattr(bootstrap, "_PIECE", 1 << 12)
     monkeypatch.setattr(bootstrap, "_TABLE_BYTES", 1 << 10)
     monkeypatch.setattr(bootstrap, "_SEGMENT_CHUNK", 64)  # and block jumps grow their look-ahead
     monkeypatch.setattr(bootstrap, "_CACHE", bootstrap._Cache(1 << 30))
     bootstrap._outputs.cache_clear()
-    bootstrap._cached_indices.cache_clear()
+    bootstrap.cached_indices.cache_clear()
     yield
     bootstrap._outputs.cache_clear()
-    bootstrap._cached_indices.cache_clear()
+    bootstrap.cached_indices.cache_clear()
 
 
 @pytest.mark.parametrize("method", ["scan", "segments"])
@@ -216,7 +215,7 @@ def test_draws_survive_piece_and_pass_boundaries(small_pieces: None, method: str
 
 
 def test_last_draw_on_a_between_output_ends_the_stream_right(monkeypatch: pytest.MonkeyPatch) -> None:
-    import toolkit.bootstrap as bootstrap
+    import toolkit.mt_draws as bootstrap
 
     # With sizes (2, 3) a draw of randrange(3) that reads index 2 is a between-output; ending on
     # one takes a replay to find where the stream stops. Count that the replay really runs.
@@ -249,7 +248,7 @@ def test_shared_stream_gives_the_same_indices_in_any_order() -> None:
 
 
 def test_evicted_pieces_are_regenerated_exactly(small_pieces: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    import toolkit.bootstrap as bootstrap
+    import toolkit.mt_draws as bootstrap
 
     # A cache far too small for the stream: pieces are dropped and made again from saved states.
     monkeypatch.setattr(bootstrap, "_CACHE", bootstrap._Cache(40_000))

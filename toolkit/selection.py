@@ -8,6 +8,7 @@ import polars as pl
 
 from toolkit.scoring import case_scores, pass_scores
 from toolkit.store import Store, StoreError
+from toolkit.tables import TABLES
 
 
 @dataclass(frozen=True)
@@ -30,18 +31,28 @@ class RunData:
     rubric_items: pl.DataFrame
 
 
-def read_runs(store: Store, run_ids: list[str]) -> RunData:
-    for run_id in run_ids:
-        store.run(run_id)  # raises a clear error for an unknown run
+# Long text columns that scoring and summaries never look at.
+_TEXT_COLUMNS = {"answers": ("answer",), "judgments": ("raw_reply", "reported_components")}
+
+
+def read_runs(store: Store, run_ids: list[str], texts: bool = True) -> RunData:
+    """The stored rows of these runs and their datasets; ``texts=False`` leaves out answer and reply texts."""
     runs = store.read("runs", run_ids).unique("run_id", keep="last", maintain_order=True)
+    unknown = [r for r in run_ids if r not in set(runs["run_id"])]
+    if unknown:
+        store.run(unknown[0])  # raises the store's clear error for an unknown run
     shas = runs["dataset_sha256"].unique().to_list()
     missing = [s for s in shas if not store.has_dataset(s)]
     if missing:
         raise StoreError(f"{store.root}: dataset {missing[0]} of the selected runs is not stored")
-    cases = store.read("cases").filter(pl.col("dataset_sha256").is_in(shas))
-    items = store.read("rubric_items").filter(pl.col("dataset_sha256").is_in(shas))
-    return RunData(runs, store.read("answers", run_ids), store.read("judgments", run_ids),
-                   store.read("decisions", run_ids), cases, items)
+
+    def read(table: str) -> pl.DataFrame:
+        drop = () if texts else _TEXT_COLUMNS.get(table, ())
+        columns = [c for c in TABLES[table].names if c not in drop]
+        return store.read(table, run_ids, columns=columns)
+
+    return RunData(runs, read("answers"), read("judgments"), read("decisions"),
+                   store.read("cases", keys=shas), store.read("rubric_items", keys=shas))
 
 
 def select_judgments(data: RunData, selection: JudgeSelection) -> tuple[pl.DataFrame, pl.DataFrame]:

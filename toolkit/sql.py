@@ -45,7 +45,7 @@ def connect(store: Store, derived: tuple[str, ...] = DERIVED, options: SummaryOp
 
 def derived_frames(store: Store, run_ids: list[str], wanted: tuple[str, ...],
                    options: SummaryOptions = SummaryOptions()) -> dict[str, pl.DataFrame]:
-    data = read_runs(store, run_ids)
+    data = read_runs(store, run_ids, texts=False)
     out: dict[str, pl.DataFrame] = {}
     if "pass_scores" in wanted:
         out["pass_scores"] = scored_passes(data, data.decisions)

@@ -116,15 +116,18 @@ class Store:
 
     # -- reading -----------------------------------------------------------
 
-    def read(self, table: str, run_ids: list[str] | None = None) -> pl.DataFrame:
-        """A whole table (or the given runs' partitions) as a polars frame of the table's schema."""
-        if table in RUN_TABLES and run_ids is not None:
-            paths = [f for r in run_ids for f in self.files(table, r)]
-        else:
-            paths = self.files(table)
+    def read(self, table: str, run_ids: list[str] | None = None, columns: list[str] | None = None,
+             keys: list[str] | None = None) -> pl.DataFrame:
+        """A table (or the partitions of the given runs, or of other partition ``keys``) as a polars frame
+        of the table's schema, or of just ``columns`` of it."""
+        keys = run_ids if keys is None else keys
+        paths = [f for k in keys for f in self.files(table, k)] if keys is not None else self.files(table)
+        schema = TABLES[table].schema
+        if columns is not None:
+            schema = pa.schema([schema.field(c) for c in columns])
         if not paths:
-            return pl.from_arrow(TABLES[table].schema.empty_table())
-        return pl.from_arrow(pa.concat_tables([pq.read_table(p).cast(TABLES[table].schema) for p in paths]))
+            return pl.from_arrow(schema.empty_table())
+        return pl.from_arrow(pa.concat_tables([pq.read_table(p, columns=schema.names).cast(schema) for p in paths]))
 
     def run_ids(self) -> list[str]:
         """Ids of the runs that have a ``runs`` row, in the order they were created."""

@@ -38,7 +38,7 @@ class SummaryOptions:
 
 def summarize(store: Store, run_ids: list[str], options: SummaryOptions = SummaryOptions()) -> dict[str, dict]:
     """run id -> reference summary object (fields and field order of the reference runner)."""
-    data = read_runs(store, run_ids)
+    data = read_runs(store, run_ids, texts=False)
     return summarize_data(data, run_ids, options)
 
 

@@ -78,7 +78,7 @@ def resample_units(matrix: CaseMatrix, res: SharedResamples) -> UnitResamples:
 
 def compare(store: Store, run_ids: list[str], options: CompareOptions = CompareOptions()) -> Comparison:
     """Leaderboard, per-benchmark means, pairwise differences and rank intervals of stored runs."""
-    return compare_data(read_runs(store, run_ids), options)
+    return compare_data(read_runs(store, run_ids, texts=False), options)
 
 
 def compare_data(data: RunData, options: CompareOptions = CompareOptions()) -> Comparison:

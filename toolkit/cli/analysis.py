@@ -102,7 +102,7 @@ def compare_cmd(runs: tuple[str, ...], all_runs: bool, per_benchmark: bool, allo
                 store_dir: str | None) -> None:
     """Leaderboard with intervals, paired differences of every two runs (Holm/BH-adjusted p) and rank intervals."""
     store = open_store(store_dir)
-    data = read_runs(store, selected_runs(store, runs, all_runs))
+    data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
     options = CompareOptions(ResampleSettings(samples, seed), per_benchmark, allow_mixed, _selection(judge, passes))
     result = compare_data(data, options)
     grid = result.benchmarks.with_columns(cell=_interval_text(result.benchmarks, "mean")).pivot(
@@ -128,7 +128,7 @@ def items_cmd(runs: tuple[str, ...], all_runs: bool, top: int, benchmark: str | 
     """Rubric items: most missed positive items, most endorsed negative items, match rates by points,
     and item discrimination across runs."""
     store = open_store(store_dir)
-    data = read_runs(store, selected_runs(store, runs, all_runs))
+    data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
     options = ItemOptions(_selection(judge, passes), benchmark, top, ResampleSettings(samples, seed) if ci else None)
     result = analyse_items(data, options)
     sections = result.sections()
@@ -152,7 +152,7 @@ def harms_cmd(runs: tuple[str, ...], all_runs: bool, section: str | None, judge:
     """Harm analysis of the f1_weighted_rubric benchmarks: weighted precision/recall, severe omissions and
     commissions, omission vs commission share of errors, with intervals."""
     store = open_store(store_dir)
-    data = read_runs(store, selected_runs(store, runs, all_runs))
+    data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
     frame = harms(data, HarmOptions(_selection(judge, passes), ResampleSettings(samples, seed)))
     view = frame.with_columns(cell=_interval_text(frame, "value")).pivot(
         on="metric", index=["run_id", "scope"], values="cell", aggregate_function="first")
@@ -174,7 +174,7 @@ def agreement_cmd(runs: tuple[str, ...], all_runs: bool, judge: str | None, pass
     """Agreement between the judge passes / judges of each run: percent agreement, Cohen's and Fleiss'
     kappa, Krippendorff's alpha, score differences and the cases that flip most."""
     store = open_store(store_dir)
-    data = read_runs(store, selected_runs(store, runs, all_runs))
+    data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
     result = judge_agreement(data, AgreementOptions(judge, tuple(passes) or None, ResampleSettings(samples, seed), top))
     notes = [f"run {r} has a single rater and is left out" for r in result.skipped]
     emit_sections(result.sections(), fmt, section, notes)

@@ -6,8 +6,6 @@ SHA-256 of (server seed, model, prompt), so a reply never depends on request ord
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import hashlib
 import json
 import random
