@@ -34,12 +34,9 @@ def connect(store: Store, derived: tuple[str, ...] = DERIVED, options: SummaryOp
     wanted = [d for d in DERIVED if d in derived]
     if not wanted:
         return con
-    run_ids = store.run_ids()
-    frames = derived_frames(store, run_ids, tuple(wanted), options) if run_ids else {}
+    frames = derived_frames(store, store.run_ids(), tuple(wanted), options)
     for name in wanted:
-        frame = frames.get(name)
-        if frame is not None:
-            con.register(name, frame.to_arrow())
+        con.register(name, frames[name].to_arrow())
     return con
 
 

@@ -6,7 +6,7 @@ import click
 import polars as pl
 
 from toolkit.bootstrap import BootstrapSettings
-from toolkit.cli.common import (dataset_option, emit, format_option, open_store, selected_runs,
+from toolkit.cli.common import (CommandError, dataset_option, emit, format_option, open_store, selected_runs,
                                 store_option)
 from toolkit.dataset import load_dataset
 from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED
@@ -96,5 +96,16 @@ def summary_cmd(runs: tuple[str, ...], all_runs: bool, order: str, as_json: bool
 def sql_cmd(query: str, fmt: str, store_dir: str | None) -> None:
     """Run SQL over the store: tables runs, answers, judgments, decisions, cases, rubric_items and
     derived pass_scores, case_scores, benchmark_scores, run_summary."""
-    con = connect(open_store(store_dir), derived=referenced(query))
-    emit(con.sql(query).pl(), fmt)
+    import duckdb
+
+    store = open_store(store_dir)
+    if not store.root.is_dir():
+        raise CommandError([f"{store.root}: no store here (give --store DIR or set BEDSIDE_STORE)"])
+    con = connect(store, derived=referenced(query))
+    try:
+        result = con.sql(query)
+        frame = result.pl() if result is not None else None
+    except duckdb.Error as error:
+        raise CommandError([f"SQL: {str(error).splitlines()[0]}"]) from None
+    if frame is not None:
+        emit(frame, fmt)
