@@ -74,6 +74,13 @@ def test_rows_outside_the_dataset_are_skipped_like_the_reference(tmp_path: Path,
     assert json.dumps(got) == json.dumps(_expected(rows, sample_dataset))
 
 
+def test_a_file_of_another_dataset_is_refused(tmp_path: Path, store: Store, sample_dataset, public_dataset) -> None:
+    rows = rm.make_rows(list(public_dataset.raw_cases[:5]), seed=5, error_rate=0)
+    with pytest.raises(ImportError_, match="no row is a case of the dataset"):
+        import_reference(store, _write(tmp_path / "other.jsonl", rows), sample_dataset, "other")
+    assert not store.root.exists()
+
+
 def test_disagreeing_scores_are_reported(tmp_path: Path, store: Store, sample_dataset) -> None:
     rows = [r for r in rm.make_rows(list(sample_dataset.raw_cases), seed=6, error_rate=0) if "score" in r]
     rows[0]["score"] = 0.123456

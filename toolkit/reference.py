@@ -152,6 +152,9 @@ def import_reference(store: Store, path: str | Path, dataset: Dataset, run_id: s
     kept = [(n, r) for n, r in rows if _check_row(f"{path}:{n}", r, dataset, seen, problems)]
     if problems:
         raise ImportError_(problems)
+    if not kept:
+        raise ImportError_([Problem(str(path), "case_id", f"no row is a case of the dataset {dataset.source} "
+                                                          f"(sha256 {dataset.sha256[:12]}); pass --dataset")])
     if store.has_run(run_id) and not replace:
         raise StoreError(f"{store.root}: run {run_id!r} exists (choose another --run-id or pass --replace)")
     tables = _tables(run_id, kept)
