@@ -9,7 +9,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.analysis_sim import rule_decisions, write_rows, write_run
+from polars.testing import assert_frame_equal
+
+from tests.analysis_sim import rule_decisions, simulate_decisions, write_rows, write_run
 from toolkit.analysis.agreement import AgreementOptions, judge_agreement
 from toolkit.analysis.paired import ResampleSettings
 from toolkit.cli import main
@@ -95,3 +97,31 @@ def test_a_second_judge_is_a_rater(tmp_path: Path) -> None:
     assert 0.7 < result.summary["percent_agreement"][0] < 0.9  # about 20% of decisions flipped
     with pytest.raises(ValueError, match="two or more"):
         judge_agreement(read_runs(store, ["r"]), AgreementOptions(judge="judge-x"))
+
+
+def test_each_rater_is_scored_from_its_latest_valid_reply(tmp_path: Path) -> None:
+    """A case judged twice validly keeps both replies' decisions (judgment_attempt 1 and 2); agreement must
+    use the second, exactly as if it had been the only reply, and ignore a later failed one."""
+    dataset = load_dataset()
+    decisions = simulate_decisions(dataset, "r", skill=0.3, seed=1, passes=2, flip=0.2)
+    case = decisions["case_id"][0]
+    redone = (pl.col("case_id") == case) & (pl.col("judge_pass") == 1)
+    second = decisions.filter(redone).with_columns(judgment_attempt=pl.lit(2, pl.Int32), matched=~pl.col("matched"))
+    retried = Store.open(tmp_path / "retried")
+    write_rows(retried, dataset, "r", pl.concat([decisions, second]))
+    later = {"run_id": "r", "case_id": case, "judge_model": "judge-x", "judge_pass": 1, "answer_attempt": 1}
+    retried.write("judgments", "r", [{**later, "attempt": 2, "seq": 900, "raw_reply": "{}", "error": None},
+                                     {**later, "attempt": 3, "seq": 901, "raw_reply": None, "error": "timeout"}])
+    only = Store.open(tmp_path / "only")
+    write_rows(only, dataset, "r", pl.concat([decisions.filter(~redone),
+                                              second.with_columns(judgment_attempt=pl.lit(1, pl.Int32))]))
+    options = AgreementOptions(resamples=ResampleSettings(200, 1))
+    got = judge_agreement(read_runs(retried, ["r"]), options)
+    want = judge_agreement(read_runs(only, ["r"]), options)
+    for name, frame in want.sections().items():
+        assert_frame_equal(got.sections()[name], frame, check_row_order=False)
+    # Not vacuous: scored from the first reply instead, the agreement would differ.
+    first = Store.open(tmp_path / "first")
+    write_rows(first, dataset, "r", decisions)
+    stale = judge_agreement(read_runs(first, ["r"]), options)
+    assert stale.summary["percent_agreement"][0] != got.summary["percent_agreement"][0]

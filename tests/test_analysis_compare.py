@@ -12,10 +12,12 @@ import pytest
 from scipy import stats
 
 from tests.analysis_sim import write_run
-from toolkit.analysis.compare import CompareOptions, compare, resample_units
+from toolkit.analysis.compare import CompareOptions, _competition_ranks, compare, compare_matrix, resample_units
 from toolkit.analysis.matrix import from_arrays
-from toolkit.analysis.paired import ResampleSettings, draw_resamples, percentile_interval, two_sided_p
+from toolkit.analysis.paired import (ResampleSettings, draw_resamples, percentile_interval, sign_test_p,
+                                     two_sided_p)
 from toolkit.analysis.pairs import pairwise
+from toolkit.analysis.wilcoxon import wilcoxon_p
 from toolkit.cli import main
 from toolkit.dataset import load_dataset
 from toolkit.selection import JudgeSelection, per_case, read_runs
@@ -199,6 +201,8 @@ def test_pairwise_equals_a_plain_loop_over_pairs_and_resamples() -> None:
     table = pairwise(matrix, res, boot.benchmark, boot.overall, first, second, per_benchmark=True)
     for k, (i, j) in enumerate(zip(first, second)):
         per_bench, observed = [], []
+        # Case differences on the pair's common cases, NaN elsewhere: what the p-value's corrections use.
+        cases = np.where(present[i] * present[j] > 0, scores[i] - scores[j], np.nan)[None, :]
         for b, s in enumerate(matrix.slices):
             common = present[i, s] * present[j, s]
             if common.sum() == 0:
@@ -213,26 +217,87 @@ def test_pairwise_equals_a_plain_loop_over_pairs_and_resamples() -> None:
             lo, hi = percentile_interval(samples[None, :])
             assert row["delta"] == pytest.approx(observed[-1])
             assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo[0], hi[0]))
-            assert row["p_value"] == pytest.approx(two_sided_p(samples[None, :], np.array([observed[-1]]))[0])
+            assert row["p_value"] == pytest.approx(two_sided_p(samples[None, :], np.array([observed[-1]]),
+                                                               cases[:, s])[0], nan_ok=True)
         overall = np.mean(per_bench, axis=0)
         row = table.filter((pl.col("benchmark") == "overall") & (pl.col("run_a") == f"u{i}")
                            & (pl.col("run_b") == f"u{j}")).row(0, named=True)
         lo, hi = percentile_interval(overall[None, :])
         assert row["delta"] == pytest.approx(np.mean(observed))
         assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo[0], hi[0]))
-        assert row["p_value"] == pytest.approx(two_sided_p(overall[None, :], np.array([np.mean(observed)]))[0])
+        assert row["p_value"] == pytest.approx(two_sided_p(overall[None, :], np.array([np.mean(observed)]), cases,
+                                                           matrix.slices)[0])
 
 
 def test_p_value_definition_by_hand() -> None:
     boot = np.array([[-1.0, 0.0, 1.0, 2.0, 3.0]])  # sd (ddof 1) = sqrt(2.5)
-    z = 1.0 / np.sqrt(2.5)
-    assert two_sided_p(boot, np.array([1.0]))[0] == pytest.approx(2 * stats.norm.sf(z))
-    assert two_sided_p(boot, np.array([-1.0]))[0] == pytest.approx(2 * stats.norm.sf(z))
-    assert two_sided_p(np.zeros((1, 9)), np.array([0.0]))[0] == 1.0  # identical runs
-    assert two_sided_p(np.full((1, 9), 0.5), np.array([0.5]))[0] == 0.0  # a difference that never varies
-    assert two_sided_p(np.array([[np.nan, 1.0, 3.0]]), np.array([2.0]))[0] == pytest.approx(2 * stats.norm.sf(
-        2 / np.sqrt(2)))
-    assert np.isnan(two_sided_p(np.array([[np.nan, 1.0]]), np.array([1.0]))[0])
+    cases = np.array([[0.0, 0.5, 1.0, 1.5, 2.0]])  # one benchmark of 5 cases: variance inflated by 5 / 4
+    z = 1.0 / np.sqrt(2.5 * 5 / 4)
+    assert two_sided_p(boot, np.array([1.0]), cases)[0] == pytest.approx(2 * stats.norm.sf(z))
+    assert two_sided_p(boot, np.array([-1.0]), -cases)[0] == pytest.approx(2 * stats.norm.sf(z))
+    # Two benchmarks (3 and 2 cases): each one's plug-in variance share inflated by m / (m - 1).
+    cases = np.array([[0.1, 0.4, 0.4, -0.2, 0.6]])
+    strata = (slice(0, 3), slice(3, 5))
+    v_a, v_b = np.var(cases[0, :3]) / 3, np.var(cases[0, 3:]) / 2
+    factor = (v_a * 3 / 2 + v_b * 2 / 1) / (v_a + v_b)
+    assert two_sided_p(boot, np.array([1.0]), cases, strata)[0] == pytest.approx(
+        2 * stats.norm.sf(1.0 / np.sqrt(2.5 * factor)))
+    assert two_sided_p(np.zeros((1, 9)), np.array([0.0]), np.zeros((1, 4)))[0] == 1.0  # identical runs
+    assert two_sided_p(np.array([[np.nan, 1.0, 3.0]]), np.array([2.0]), np.array([[1.0, 3.0]]))[0] == pytest.approx(
+        2 * stats.norm.sf(2 / (np.sqrt(2) * np.sqrt(2))))
+    assert np.isnan(two_sided_p(np.array([[np.nan, 1.0]]), np.array([1.0]), np.array([[1.0, 3.0]]))[0])
     # Far below 2 / (B + 1): a 435-test family can still be Holm-corrected.
-    tiny = two_sided_p(np.random.default_rng(0).normal(0.05, 0.01, (1, 10_000)), np.array([0.05]))[0]
+    rng = np.random.default_rng(0)
+    tiny = two_sided_p(rng.normal(0.05, 0.01, (1, 10_000)), np.array([0.05]), rng.normal(0.05, 0.2, (1, 400)))[0]
     assert 0 < tiny < 1e-5
+
+
+def test_p_value_of_a_difference_that_never_varies_is_a_sign_test() -> None:
+    """No resample can differ: not p = 0 (Holm and BH would keep it at 0) but the exact sign test."""
+    flat = np.full((1, 9), 0.5)
+    assert two_sided_p(flat, np.array([0.5]), np.full((1, 4), 0.5))[0] == pytest.approx(2.0 ** (1 - 4))
+    assert np.isnan(two_sided_p(flat, np.array([0.5]), np.array([[0.5, np.nan]]))[0])  # one common case
+    # Constant within each benchmark but in both directions: 3 wins, 2 losses.
+    mixed = np.array([[0.5, 0.5, 0.5, -0.25, -0.25]])
+    p = two_sided_p(np.full((1, 9), 0.125), np.array([0.125]), mixed, (slice(0, 3), slice(3, 5)))[0]
+    assert p == pytest.approx(min(1.0, stats.binomtest(2, 5).pvalue)) and p == 1.0
+    for wins, losses in ((7, 0), (9, 2), (0, 30), (12, 11), (0, 0)):
+        expected = stats.binomtest(min(wins, losses), wins + losses).pvalue if wins + losses else 1.0
+        assert sign_test_p(np.array([wins]), np.array([losses]))[0] == pytest.approx(expected, rel=1e-12)
+    # Through the engine: a constant difference on every case, and a single common case.
+    base = np.random.default_rng(0).random(20)
+    table = compare_matrix(from_arrays(np.stack([base + 0.01, base]), {"a": 10, "b": 10}), ResampleSettings(500, 1),
+                           per_benchmark=True).pairwise
+    assert table["p_value"].to_list() == pytest.approx([2.0 ** -19, 2.0 ** -9, 2.0 ** -9])
+    assert (table["p_holm"] > 0).all() and (table["p_bh"] > 0).all()
+    present = np.ones((2, 10))
+    present[1, 1:5] = 0  # one common case in benchmark a
+    table = compare_matrix(from_arrays(np.random.default_rng(1).random((2, 10)), {"a": 5, "b": 5}, present=present),
+                           ResampleSettings(500, 1), per_benchmark=True).pairwise
+    row = table.filter(pl.col("benchmark") == "a").row(0, named=True)
+    assert row["n_cases"] == 1 and row["p_value"] is None and row["p_holm"] is None and row["p_bh"] is None
+
+
+def test_competition_ranks_match_scipy_min_ranks() -> None:
+    """numpy ranking (so compare needs no scipy.stats for ranks): 1 = highest, ties share the best rank,
+    NaN last (and tied with each other)."""
+    rng = np.random.default_rng(4)
+    values = rng.integers(0, 6, (200, 9)).astype(float)
+    values[rng.random(values.shape) < 0.1] = np.nan
+    expected = stats.rankdata(-np.nan_to_num(values, nan=-np.inf), axis=-1, method="min")
+    assert np.array_equal(_competition_ranks(values), expected)
+    assert _competition_ranks(np.array([0.3, np.nan, 0.9, 0.3])).tolist() == [2, 4, 1, 2]
+
+
+def test_wilcoxon_normal_approximation_matches_scipy_above_50_cases() -> None:
+    """Rows with more than 50 common cases skip scipy (its import is a quarter of a cold compare) and must
+    give scipy's number: ties, zeros (Pratt) and missing cases included."""
+    rng = np.random.default_rng(8)
+    d = rng.integers(-4, 5, (40, 120)) / 4.0
+    d[::3] = rng.normal(0.1, 0.3, (14, 120)).round(2)
+    d[rng.random(d.shape) < 0.15] = np.nan
+    d[5] = np.r_[np.full(68, np.nan), rng.integers(-4, 5, 52) / 4.0]  # 52 common cases: still above 50
+    got = wilcoxon_p(d)
+    want = [stats.wilcoxon(row[~np.isnan(row)], zero_method="pratt").pvalue for row in d]
+    assert got == pytest.approx(want, rel=1e-9)
+    assert (~np.isnan(d)).sum(axis=1).min() > 50

@@ -4,6 +4,11 @@ options are refused before anything is called or written."""
 
 from __future__ import annotations
 
+import _thread
+import asyncio
+import signal
+import threading
+import time
 from pathlib import Path
 
 import polars as pl
@@ -11,6 +16,7 @@ import pytest
 
 from tests.conftest import snapshot
 from toolkit.collect.api import evaluate, plan_evaluation, plan_rejudge, rejudge
+from toolkit.collect.demo import run_demo
 from toolkit.collect.progress import Tracker, View
 from toolkit.collect.sim import SimConfig, SimServer
 from toolkit.collect.settings import SettingsError
@@ -123,3 +129,42 @@ def test_bad_options_are_refused_before_anything_is_written(tmp_path: Path, monk
                  limit=1, progress="none")
     assert Store.open(store_dir).run_ids() == []  # no runs row, no dataset: nothing half-written
     assert list(store_dir.rglob("*.parquet")) == []
+
+
+def test_the_api_runs_inside_a_running_event_loop_as_in_a_notebook(tmp_path: Path) -> None:
+    # A Jupyter cell runs inside the kernel's event loop, where asyncio.run() refuses to start.
+    async def cell() -> tuple:
+        with SimServer(SimConfig(seed=3)) as sim:
+            direct = evaluate("sim/strong", "sim/judge", store=tmp_path / "s", base_url=sim.base_url, limit=2,
+                              progress="none")
+            batch = evaluate("sim/weak", "sim/judge", store=tmp_path / "s", base_url=sim.base_url, limit=2,
+                             batch=True, progress="none")
+        return direct, batch, run_demo(str(tmp_path / "demo"), latency_ms=0)
+
+    direct, batch, (store, reports, board) = asyncio.run(cell())
+    assert (direct.answers_ok, direct.judgments_ok, batch.answers_ok, batch.judgments_ok) == (2, 2, 2, 2)
+    assert len(reports) == 4 and not any(r.interrupted for r in reports) and board is not None
+    assert board.height == 4 and board["cases"].to_list() == [30] * 4
+
+
+def test_a_kernel_interrupt_stops_a_collection_running_inside_an_event_loop(tmp_path: Path) -> None:
+    store_dir = tmp_path / "s"
+
+    async def cell() -> object:
+        # Jupyter's interrupt is a plain KeyboardInterrupt in the thread that runs the cell
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+        def interrupt_once_calls_complete() -> None:
+            while not list(store_dir.rglob("*.jsonl")):
+                time.sleep(0.005)
+            _thread.interrupt_main()  # as the kernel does: KeyboardInterrupt in the main thread
+
+        with SimServer(SimConfig(latency_ms=100)) as sim:
+            threading.Thread(target=interrupt_once_calls_complete, daemon=True).start()
+            return evaluate("sim/strong", "sim/judge", store=store_dir, base_url=sim.base_url, concurrency=2,
+                            progress="none")
+
+    report = asyncio.run(cell())
+    assert report.interrupted
+    answers = Store.open(store_dir).read("answers")
+    assert 0 < answers.height < 30 and not list(store_dir.rglob("*.jsonl"))  # what completed is stored

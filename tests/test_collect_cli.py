@@ -178,3 +178,18 @@ def test_demo_prints_a_leaderboard_of_simulated_models(tmp_path: Path) -> None:
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     code, _, err = bedside("demo", "--store", tmp_path / "mine", "--progress", "none")
     assert code == 1 and "not part of a bedside store" in err and (tmp_path / "mine" / "notes.txt").exists()
+    code, out, _ = bedside("demo", "--help")
+    assert code == 0 and "Calls in flight at the simulated endpoint, shared by the four models" in " ".join(out.split())
+
+
+def test_a_key_given_where_its_variable_name_belongs_is_refused_and_never_echoed(tmp_path: Path) -> None:
+    pasted = "sk-proj-PASTED-abc123def456ghi789"
+    for command in (("run", "--answer-model", "gpt-x", "--api-key-env", pasted),
+                    ("run", "--answer-model", "gpt-x", "--judge-api-key-env", pasted, "--dry-run"),
+                    ("run", "--answer-model", "gpt-x", "--api-key-env", "1BAD", "--dry-run"),
+                    ("judge", "--run", "r", "--judge-model", "j", "--judge-api-key-env", pasted)):
+        code, out, err = bedside(*command, "--store", tmp_path / "s")
+        flag = next(a for a in command if a.endswith("api-key-env"))
+        assert code == 1 and err.startswith(f"bedside: error: {flag}: expects the NAME of an environment variable")
+        assert pasted not in out + err and pasted[:12] not in out + err and "1BAD" not in err
+    assert not (tmp_path / "s").exists()

@@ -183,3 +183,31 @@ def test_auth_failures_name_the_judge_flag(tmp_path: Path, status: int) -> None:
     assert code == 1 and f"HTTP {status}" in err and "judge model 'judge'" in err
     answers = Store.open(tmp_path / "s").read("answers")
     assert answers.height == 1  # the completed answer was kept
+
+
+def test_adaptive_limit_survives_cancellation_and_never_leaks_a_slot() -> None:
+    async def scenario() -> list[Any]:
+        limit = AdaptiveLimit(1)
+        await limit.acquire()  # a call in flight holds the only slot
+        queued = asyncio.create_task(limit.acquire())
+        await asyncio.sleep(0)
+        # Ctrl-C: the queued call is cancelled and, before it runs again, the call in flight ends
+        queued.cancel()
+        limit.release()
+        outcome = (await asyncio.gather(queued, return_exceptions=True))[0]
+        seen: list[Any] = [type(outcome).__name__, limit.in_flight]
+        # granted a slot, then cancelled before it could use it: the slot passes to the next in line
+        await limit.acquire()
+        granted = asyncio.create_task(limit.acquire())
+        following = asyncio.create_task(limit.acquire())
+        await asyncio.sleep(0)
+        limit.release()  # wakes ``granted``...
+        granted.cancel()  # ...which is cancelled before it runs
+        await asyncio.gather(granted, return_exceptions=True)
+        await asyncio.wait_for(following, 1)
+        seen += [granted.cancelled(), limit.in_flight]
+        limit.release()
+        seen.append(limit.in_flight)
+        return seen
+
+    assert asyncio.run(scenario()) == ["CancelledError", 0, True, 1, 0]

@@ -68,6 +68,27 @@ def test_answer_and_judge_bodies_are_exactly_the_protocol(tmp_path: Path, sample
     assert settings["answer_endpoint"]["base_url"] == rec.base_url
 
 
+def test_the_messages_are_the_documented_text_and_layout() -> None:
+    # docs/grading_protocol.md of BedsideBench, section 1, and the reference runner's judge user message
+    [system, user] = protocol.answer_messages("A 70-year-old with AF: anticoagulate?")
+    assert system == {"role": "system", "content":
+                      "You are a physician answering a clinical question. Give a direct, self-contained answer that "
+                      "addresses the requested evaluation or management. Explain essential reasoning, calculations, "
+                      "safety precautions, and follow-up. Do not mention benchmarks, rubrics, or grading."}
+    assert user == {"role": "user", "content": "A 70-year-old with AF: anticoagulate?"}
+    items = [("ab12_0", 2.0, "Recommends a DOAC"), ("ab12_1", -3.0, "Recommends aspirin alone"),
+             ("ab12_2", 0.5, "Mentions CHA2DS2-VASc"), ("ab12_3", 0.0, "Neutral")]
+    judge = protocol.judge_messages("Prompt line 1\nline 2", "Start apixaban.", items)
+    assert judge[1] == {"role": "user", "content":
+                        "CLINICAL PROMPT:\nPrompt line 1\nline 2\n\nANSWER:\nStart apixaban.\n\nRUBRIC ITEMS:\n"
+                        "[ab12_0] points=+2 :: Recommends a DOAC\n"
+                        "[ab12_1] points=-3 :: Recommends aspirin alone\n"
+                        "[ab12_2] points=+0.5 :: Mentions CHA2DS2-VASc\n"
+                        "[ab12_3] points=+0 :: Neutral"}
+    assert judge[0]["role"] == "system" and judge[0]["content"].startswith(
+        "You are grading a clinical answer against independent rubric items.\n\nFor every rubric item, decide")
+
+
 def test_reasoning_effort_is_sent_only_to_the_answer_model(tmp_path: Path) -> None:
     with Recorder(honest) as rec:
         code, _, err = run(rec, tmp_path / "s", "--limit", "1", "--reasoning-effort", "high")

@@ -15,7 +15,7 @@ import polars as pl
 from tests.collect_support import bedside
 from toolkit.collect.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
-from toolkit.journal import RunJournal
+from toolkit.collect.api import plan_evaluation
 from toolkit.store import Store
 from toolkit.summary import summarize
 from toolkit.tables import TABLES
@@ -51,10 +51,34 @@ def assert_complete(store: Store, n: int) -> None:
 
 
 def stored_successes(store: Store) -> tuple[int, int]:
-    with store.lock(RUN):
-        RunJournal(store, RUN).recover()  # what a resume sees first
-    answers, judgments = store.read("answers", [RUN]), store.read("judgments", [RUN])
-    return (answers.filter(pl.col("error").is_null()).height, judgments.filter(pl.col("error").is_null()).height)
+    """Successful answers and judgments a killed run left, in Parquet and in its journal, read without
+    recovering anything (the resumed process must do the recovery itself). A journal whose rows of a
+    table were already written as a part tagged with its name is not counted twice."""
+    ok = {t: store.read(t, [RUN]).filter(pl.col("error").is_null()).height for t in ("answers", "judgments")}
+    folder = store.root / "journal" / "sim%2Fstrong"
+    for path in folder.glob("*.jsonl"):
+        for raw in path.read_bytes().splitlines():
+            try:
+                records = json.loads(raw)
+            except ValueError:
+                continue  # the torn tail of the killed writer
+            for record in records:
+                table = record["t"]
+                written = list((store.root / table / "sim%2Fstrong").glob(f"*-{path.stem}.parquet"))
+                if table in ok and record["r"].get("error") is None and not written:
+                    ok[table] += 1
+    return ok["answers"], ok["judgments"]
+
+
+def journal_lines(store_dir: Path) -> int:
+    """Lines in the journals under a store (0 while it has none); a journal checkpointed away meanwhile counts 0."""
+    total = 0
+    for path in (store_dir / "journal").rglob("*.jsonl") if (store_dir / "journal").is_dir() else ():
+        try:
+            total += len(path.read_bytes().splitlines())
+        except FileNotFoundError:
+            pass
+    return total
 
 
 def test_sigkill_mid_run_then_resume_pays_nothing_twice(tmp_path: Path) -> None:
@@ -67,8 +91,13 @@ def test_sigkill_mid_run_then_resume_pays_nothing_twice(tmp_path: Path) -> None:
         proc.wait(10)
         store = Store.open(store_dir)
         store.read("answers")  # readable as the kill left it
+        assert journal_lines(store_dir) > 0  # completed calls the killed process never checkpointed
         answered, judged = stored_successes(store)
         assert 0 < answered < n or 0 < judged < n
+        due = plan_evaluation(RUN, "sim/judge", store=store_dir, base_url=sim.base_url).dry_run()
+        expected = [(kind, calls) for kind, calls in (("answer", n - answered), ("judge", n - judged)) if calls]
+        assert [(e.kind, e.calls) for e in due.estimates] == expected
+        assert journal_lines(store_dir) > 0  # the dry run read the journal and left it alone
         before = sim.stats()["chat_completions"]
         resumed = subprocess.run(command(sim, store_dir), cwd=ROOT, capture_output=True, text=True, timeout=60)
         after = sim.stats()["chat_completions"]
@@ -80,27 +109,44 @@ def test_sigkill_mid_run_then_resume_pays_nothing_twice(tmp_path: Path) -> None:
     assert_complete(store, n)
 
 
-def test_ctrl_c_stops_cleanly_and_the_rerun_finishes(tmp_path: Path) -> None:
+def test_ctrl_c_while_calls_wait_on_a_rate_limit_stops_cleanly_and_the_rerun_finishes(tmp_path: Path) -> None:
+    # Half the calls get a 429 with a Retry-After: the adaptive limit shrinks far below the 32 workers, so
+    # Ctrl-C cancels calls in flight, calls sleeping on the rate limit and calls queued for a slot at once.
     n = len(load_dataset(None).raw_cases)
     store_dir = tmp_path / "store"
-    with SimServer(SimConfig(latency_ms=40, seed=6)) as sim:
-        proc = subprocess.Popen(command(sim, store_dir), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
-        wait_for(lambda: sim.stats()["chat_completions"]["served_ok"] >= 10)
+    with SimServer(SimConfig(latency_ms=40, seed=6, rate_429=0.5, retry_after_s=0.05)) as sim:
+        rate_limited = command(sim, store_dir, "--concurrency", "32", "--max-retries", "50")
+        proc = subprocess.Popen(rate_limited, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stats = lambda: sim.stats()["chat_completions"]  # noqa: E731
+        wait_for(lambda: stats()["faults"]["429"] >= 12 and stats()["served_ok"] >= 4)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=20)
         assert proc.returncode == 130, err
-        assert "interrupted" in err and "Traceback" not in err
+        assert "interrupted" in err and "Traceback" not in err and "Error" not in err, err
         store = Store.open(store_dir)
         assert not list((store_dir / "journal").rglob("*.jsonl"))  # checkpointed on the way out
         answered = store.read("answers").filter(pl.col("error").is_null()).height
         assert 0 < answered < n
         before = sim.stats()["chat_completions"]["by_model"][RUN]["served_ok"]
-        resumed = subprocess.run(command(sim, store_dir), cwd=ROOT, capture_output=True, text=True, timeout=60)
+        resumed = subprocess.run(rate_limited, cwd=ROOT, capture_output=True, text=True, timeout=90)
         paid = sim.stats()["chat_completions"]["by_model"][RUN]["served_ok"] - before
     assert resumed.returncode == 0, resumed.stderr
     assert paid == n - answered
     assert_complete(store, n)
+
+
+def test_ctrl_c_during_the_demo_exits_130_without_a_leaderboard(tmp_path: Path) -> None:
+    # Four models share one endpoint's 16 slots: most of the 64 workers are queued for a slot when Ctrl-C lands.
+    store_dir = tmp_path / "demo"
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit", "demo", "--store", str(store_dir), "--progress", "none"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: journal_lines(store_dir) > 0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted" in err and "Traceback" not in err, err
+    assert "Leaderboard" not in out and "│" not in out  # no ranking of partly collected runs
+    assert "sim/strong: " in out  # what each run collected before the stop
 
 
 def test_a_second_writer_on_the_same_run_is_refused(tmp_path: Path) -> None:
@@ -119,6 +165,8 @@ def test_resume_refuses_another_model_or_dataset(tmp_path: Path) -> None:
         assert bedside(*args, "--answer-model", "sim/weak", "--limit", "1")[0] == 0
         code, _, err = bedside(*args, "--answer-model", "sim/strong", "--limit", "1")
         assert code == 1 and "holds answers of 'sim/weak'" in err
+        code, _, err = bedside(*args, "--answer-model", "sim/weak", "--limit", "1", "--reasoning-effort", "high")
+        assert code == 1 and "was answered with --reasoning-effort (none), not 'high'" in err, err
         other = tmp_path / "one.jsonl"
         case = load_dataset(None).raw_cases[0]
         other.write_text(json.dumps(case) + "\n")

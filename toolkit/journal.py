@@ -6,19 +6,120 @@ single ``write`` (no buffering in this process), so ``kill -9`` cannot lose it.
 renames, tagged with the journal's id) and then deletes the journal; if a crash
 interrupts it, ``recover`` finishes the job on the next start without writing
 any row twice. A torn last line (killed mid-write) is ignored: its call had not
-completed.
+completed. Rows are checked against their table's schema before they are
+written, and a line that still cannot be stored (written by an older version,
+say) is set aside in a ``.bad`` file by ``recover`` instead of blocking the run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+import pyarrow as pa
 
 from toolkit.store import Store, safe_segment
-from toolkit.tables import RUN_TABLES, to_arrow
+from toolkit.tables import RUN_TABLES, TABLES, to_arrow
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_INT32 = (-(2 ** 31), 2 ** 31 - 1)
+
+
+class JournalError(ValueError):
+    """A row that does not fit its table's schema: refused before it reaches the journal."""
+
+
+def _checker(kind: pa.DataType) -> Callable[[Any], bool]:
+    if pa.types.is_string(kind):
+        return lambda v: isinstance(v, str)
+    if pa.types.is_boolean(kind):
+        return lambda v: isinstance(v, bool)
+    if pa.types.is_int32(kind):
+        return lambda v: isinstance(v, int) and not isinstance(v, bool) and _INT32[0] <= v <= _INT32[1]
+    if pa.types.is_integer(kind):
+        return lambda v: isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2 ** 63
+    if pa.types.is_floating(kind):
+        return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+    raise TypeError(f"no row check for {kind}")  # a new column type needs one here
+
+
+# Per run table: (column, accepts a value, nullable), from the schema in toolkit.tables.
+_CHECKS = {t: [(f.name, _checker(f.type), f.nullable) for f in TABLES[t].schema] for t in RUN_TABLES}
+
+
+def row_problem(table: str, row: Any) -> str | None:
+    """Why ``row`` cannot be stored in ``table`` (a run table), or None when it fits the schema."""
+    checks = _CHECKS.get(table)
+    if checks is None:
+        return f"unknown table {table!r}"
+    if not isinstance(row, dict):
+        return f"{table} row is not an object"
+    for name, fits, nullable in checks:
+        value = row.get(name)
+        if value is None:
+            if not nullable:
+                return f"{table}.{name} is missing"
+        elif not fits(value):
+            kind = TABLES[table].schema.field(name).type
+            return f"{table}.{name} is {type(value).__name__} {str(value)[:40]!r}, not of type {kind}"
+    return None
+
+
+def _line_records(line: Any) -> list[tuple[str, dict[str, Any]]] | None:
+    """The (table, row) records of one decoded journal line, or None when one of them does not fit."""
+    if not isinstance(line, list):
+        return None
+    records = []
+    for record in line:
+        if not isinstance(record, dict) or row_problem(record.get("t"), record.get("r")) is not None:
+            return None
+        records.append((record["t"], record["r"]))
+    return records
+
+
+def _read_lines(path: Path) -> tuple[list[list[tuple[str, dict[str, Any]]]], list[bytes]]:
+    """(good lines, bad raw lines) of a journal file. A torn last line (its writer was killed mid-write)
+    is neither: its call had not completed."""
+    raw = path.read_bytes().split(b"\n")
+    good: list[list[tuple[str, dict[str, Any]]]] = []
+    bad: list[bytes] = []
+    last = max((i for i, line in enumerate(raw) if line.strip()), default=-1)
+    for index, line in enumerate(raw):
+        if not line.strip():
+            continue
+        try:
+            records = _line_records(json.loads(line))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            if index == last:
+                continue  # torn tail
+            records = None
+        if records is None:
+            bad.append(line)
+        else:
+            good.append(records)
+    return good, bad
+
+
+def pending_rows(store: Store, run_id: str) -> dict[str, list[dict[str, Any]]]:
+    """Rows of a run's journals not yet in Parquet, by table; reads only (dry runs, inspections)."""
+    folder = store.root / "journal" / safe_segment(run_id)
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        good, _ = _read_lines(path)
+        for records in good:
+            for table, row in records:
+                if not _already_written(store, run_id, table, path.stem):
+                    rows.setdefault(table, []).append(row)
+    return rows
+
+
+def _already_written(store: Store, run_id: str, table: str, tag: str) -> bool:
+    folder = store.partition_dir(table, run_id)
+    return folder.is_dir() and any(f.name.endswith(f"-{tag}.parquet") for f in folder.iterdir())
 
 
 class RunJournal:
@@ -32,9 +133,14 @@ class RunJournal:
         self._fd: int | None = None
         self._path: Path | None = None
         self._lines = 0
+        self.quarantined: dict[Path, int] = {}  # .bad file -> lines moved there by recover()
 
     def recover(self) -> int:
-        """Materialise journals a crashed writer left behind; returns the rows recovered."""
+        """Materialise journals a crashed writer left behind; returns the rows recovered.
+
+        A line that cannot be stored (it does not fit its table) is moved to ``<journal>.bad`` beside
+        it and counted in ``quarantined``, so one bad line never blocks the run or the good lines.
+        """
         rows = 0
         for path in sorted(self.folder.glob("*.jsonl")):
             rows += self._materialise(path)
@@ -45,12 +151,22 @@ class RunJournal:
         self.append_many([(table, row)])
 
     def append_many(self, records: list[tuple[str, dict[str, Any]]]) -> None:
-        """Several rows in one write: a judgment and its decisions land together or not at all."""
+        """Several rows in one write: a judgment and its decisions land together or not at all.
+
+        JournalError, with nothing written, when a row does not fit its table's schema.
+        """
+        for table, row in records:
+            problem = row_problem(table, row)
+            if problem is not None:
+                raise JournalError(f"run {self.run_id!r}: {problem}")
         if self._fd is None:
             self._path = self.folder / f"{uuid.uuid4().hex}.jsonl"
             self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         payload = json.dumps([{"t": t, "r": r} for t, r in records], ensure_ascii=False, separators=(",", ":"))
-        data = (payload + "\n").encode()
+        try:
+            data = (payload + "\n").encode()
+        except UnicodeEncodeError:  # a lone surrogate in some text: UTF-8 cannot hold it, U+FFFD can
+            data = (_SURROGATE.sub("\ufffd", payload) + "\n").encode()
         view = memoryview(data)
         while view:
             written = os.write(self._fd, view)
@@ -73,25 +189,21 @@ class RunJournal:
 
     def _materialise(self, path: Path) -> int:
         tag = path.stem
+        good, bad = _read_lines(path)
         by_table: dict[str, list[dict[str, Any]]] = {}
-        with open(path, "rb") as handle:
-            for line in handle:
-                try:
-                    records = json.loads(line)
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    continue  # torn tail of a killed writer
-                for record in records:
-                    by_table.setdefault(record["t"], []).append(record["r"])
+        for records in good:
+            for table, row in records:
+                by_table.setdefault(table, []).append(row)
         written = 0
         for table in RUN_TABLES:  # runs last, like every other writer
             rows = by_table.get(table)
-            if not rows or self._already_written(table, tag):
+            if not rows or _already_written(self.store, self.run_id, table, tag):
                 continue
             self.store.write_tagged(table, self.run_id, to_arrow(table, rows), tag)
             written += len(rows)
+        if bad:  # kept for inspection, never silently dropped
+            target = path.with_suffix(".bad")
+            target.write_bytes(b"".join(line + b"\n" for line in bad))
+            self.quarantined[target] = len(bad)
         path.unlink(missing_ok=True)
         return written
-
-    def _already_written(self, table: str, tag: str) -> bool:
-        folder = self.store.partition_dir(table, self.run_id)
-        return folder.is_dir() and any(f.name.endswith(f"-{tag}.parquet") for f in folder.iterdir())

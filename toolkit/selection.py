@@ -36,7 +36,10 @@ _TEXT_COLUMNS = {"answers": ("answer",), "judgments": ("raw_reply", "reported_co
 
 
 def read_runs(store: Store, run_ids: list[str], texts: bool = True) -> RunData:
-    """The stored rows of these runs and their datasets; ``texts=False`` leaves out answer and reply texts."""
+    """The stored rows of these runs and their datasets; ``texts=False`` leaves out answer and reply texts.
+
+    A run id given twice is read once (first occurrence order)."""
+    run_ids = list(dict.fromkeys(run_ids))
     runs = store.read("runs", run_ids).unique("run_id", keep="last", maintain_order=True)
     unknown = [r for r in run_ids if r not in set(runs["run_id"])]
     if unknown:
@@ -68,12 +71,20 @@ def select_judgments(data: RunData, selection: JudgeSelection) -> tuple[pl.DataF
         return out
 
     judgments = pick(data.judgments)
-    # A pass is scored from its latest valid reply (the reference's "last successful row wins").
+    return judgments, latest_valid_decisions(judgments, pick(data.decisions))
+
+
+def latest_valid_decisions(judgments: pl.DataFrame, decisions: pl.DataFrame) -> pl.DataFrame:
+    """The decisions of each run x case x judge x pass's latest valid reply.
+
+    The decisions table keeps the decisions of every valid reply (its key includes
+    ``judgment_attempt``), but a pass is scored from its latest one (the reference's "last
+    successful row wins"); anything that reads decisions per pass must go through this.
+    """
     winners = judgments.filter(pl.col("error").is_null()).group_by("run_id", "case_id", "judge_model", "judge_pass").agg(
         pl.col("attempt").max().alias("judgment_attempt"))
-    decisions = pick(data.decisions).join(
-        winners, on=["run_id", "case_id", "judge_model", "judge_pass", "judgment_attempt"], how="semi")
-    return judgments, decisions
+    return decisions.join(winners, on=["run_id", "case_id", "judge_model", "judge_pass", "judgment_attempt"],
+                          how="semi")
 
 
 def scored_passes(data: RunData, decisions: pl.DataFrame) -> pl.DataFrame:

@@ -2,7 +2,8 @@
 
 Modules: ``paired`` (shared-index bootstrap engine), ``matrix`` (aligned runs x cases scores),
 ``compare`` (leaderboard, ranks) and ``pairs`` (paired differences), ``multiplicity`` (Holm, BH),
-``ratios`` (ratios of case sums with case-resampled intervals), ``items``, ``harms``,
+``wilcoxon`` (signed-rank p), ``ratios`` (ratios of case sums with case-resampled intervals),
+``items``, ``harms``,
 ``reliability`` (kappa, alpha) and ``agreement``, ``runs`` (run facts, which runs are comparable).
 """
 
@@ -14,7 +15,8 @@ from toolkit.analysis.items import ItemAnalysis, ItemOptions, analyse_items, by_
 from toolkit.analysis.matrix import CaseMatrix, case_matrix, from_arrays
 from toolkit.analysis.multiplicity import benjamini_hochberg, holm
 from toolkit.analysis.paired import ResampleSettings, SharedResamples, draw_resamples, percentile_interval, two_sided_p
-from toolkit.analysis.pairs import pairwise, wilcoxon_p
+from toolkit.analysis.pairs import pairwise
+from toolkit.analysis.wilcoxon import wilcoxon_p
 from toolkit.analysis.reliability import (category_counts, cohen_kappa, fleiss_kappa, krippendorff_alpha_nominal,
                                           percent_agreement)
 from toolkit.analysis.runs import comparable_runs, run_facts

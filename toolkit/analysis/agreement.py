@@ -20,10 +20,10 @@ import polars as pl
 
 from toolkit.analysis.compare import compare_cases
 from toolkit.analysis.multiplicity import adjust
-from toolkit.analysis.paired import ResampleSettings
+from toolkit.analysis.paired import ResampleSettings, small_sample_note
 from toolkit.analysis.reliability import (category_counts, cohen_kappa, fleiss_kappa, krippendorff_alpha_nominal,
                                           percent_agreement)
-from toolkit.selection import RunData, scored_passes
+from toolkit.selection import RunData, latest_valid_decisions, scored_passes
 
 RATER = pl.format("{}#{}", pl.col("judge_model"), pl.col("judge_pass")).alias("rater")
 
@@ -43,13 +43,16 @@ class Agreement:
     scores: pl.DataFrame  # per run x rater pair x (overall, benchmark): score difference
     flips: pl.DataFrame  # cases whose score varies most between raters
     skipped: list[str]  # runs with a single rater
+    notes: list[str] = field(default_factory=list)  # small benchmarks, rater pairs without a common case
 
     def sections(self) -> dict[str, pl.DataFrame]:
         return {"summary": self.summary, "pairs": self.pairs, "scores": self.scores, "flips": self.flips}
 
 
 def _decisions(data: RunData, options: AgreementOptions) -> pl.DataFrame:
-    out = data.decisions
+    # Every rater is scored from its latest valid reply per case, as everywhere else: the decisions
+    # table also keeps the replies that a later valid one replaced.
+    out = latest_valid_decisions(data.judgments, data.decisions)
     if options.judge is not None:
         out = out.filter(pl.col("judge_model") == options.judge)
     if options.passes is not None:
@@ -66,7 +69,8 @@ def judge_agreement(data: RunData, options: AgreementOptions = AgreementOptions(
     if not run_ids:
         raise ValueError("agreement: no selected run has two or more judge passes or judges "
                          f"(runs: {', '.join(skipped)})")
-    summaries, pairs, scores, flips = [], [], [], []
+    summaries, pairs, scores, flips, notes = [], [], [], [], []
+    smallest: list[int] = []
     passes = scored_passes(data, decisions.filter(pl.col("run_id").is_in(run_ids))).with_columns(RATER)
     for run_id in run_ids:
         mine = decisions.filter(pl.col("run_id") == run_id).with_columns(RATER)
@@ -79,6 +83,8 @@ def judge_agreement(data: RunData, options: AgreementOptions = AgreementOptions(
                                  options.resamples, per_benchmark=True, unit="rater")
         scores.append(compared.pairwise.rename({"run_a": "rater_a", "run_b": "rater_b"})
                       .with_columns(run_id=pl.lit(run_id)))
+        notes += [f"run {run_id}: {note}" for note in compared.notes]
+        smallest += [compared.smallest_benchmark] if compared.smallest_benchmark is not None else []
         flips.append(_flips(run_passes, mine).with_columns(run_id=pl.lit(run_id)))
     def lead(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.select("run_id", pl.exclude("run_id"))
@@ -90,6 +96,7 @@ def judge_agreement(data: RunData, options: AgreementOptions = AgreementOptions(
         lead(pl.concat(flips).sort(["score_range", "items_disagreeing"], descending=True, maintain_order=True)
              .head(options.top)),
         skipped,
+        notes + small_sample_note(min(smallest, default=None)),
     )
 
 

@@ -17,9 +17,9 @@ import numpy as np
 import polars as pl
 
 from toolkit.analysis.matrix import CaseMatrix, case_matrix
-from toolkit.analysis.paired import ResampleSettings, SharedResamples, percentile_interval
+from toolkit.analysis.paired import ResampleSettings, SharedResamples, percentile_interval, small_sample_note
 from toolkit.protocol import CI_HIGH, CI_LOW
-from toolkit.analysis.pairs import pairwise
+from toolkit.analysis.pairs import OVERALL, pairwise
 from toolkit.analysis.runs import comparable_runs, run_facts
 from toolkit.selection import JudgeSelection, RunData, per_case, read_runs
 from toolkit.store import Store
@@ -41,6 +41,8 @@ class CaseComparison:
     benchmarks: pl.DataFrame  # unit, benchmark, n, mean, ci_low, ci_high
     pairwise: pl.DataFrame
     ranks: pl.DataFrame
+    smallest_benchmark: int | None  # fewest cases a unit, or a pair in common, has in a benchmark it has
+    notes: list[str]  # a single unit, pairs without a common case
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,12 +95,21 @@ def compare_data(data: RunData, options: CompareOptions = CompareOptions()) -> C
     leaderboard = result.units.rename({"unit": "run_id"}).join(
         facts.drop("completed"), on="run_id", maintain_order="left").select(
         "rank", "run_id", "answer_model", "overall", "ci_low", "ci_high", "n_benchmarks",
-        pl.col("n_cases").alias("completed"), "failed", "judge_model", "passes", "dataset_sha256", "source")
-    notes = list(chosen.mixed)
+        pl.col("n_cases").alias("completed"), "failed", "not_attempted", "benchmarks_missing", "judge_model",
+        "passes", "dataset_sha256", "source")
+    notes = list(chosen.mixed) + result.notes
     if chosen.excluded.height:
         notes.append(f"{chosen.excluded.height} run(s) left out; see the excluded table (or use --allow-mixed)")
     if leaderboard["n_benchmarks"].n_unique() > 1:
-        notes.append("runs cover different benchmarks: their overall means are macro means over different sets")
+        notes.append("runs cover different benchmarks: their overall means are macro means over different sets "
+                     "(see benchmarks_missing), so their ranks are not like for like")
+    union = cases.filter(pl.col("run_id").is_in(chosen.run_ids)).select("benchmark", "case_id").unique().height
+    short = leaderboard.filter(pl.col("completed") < union).height
+    if short:
+        notes.append(f"completed case sets differ between runs ({short} of {leaderboard.height} lack some of the "
+                     f"{union} cases any run completed): each pair is compared on the cases both completed "
+                     "(pairwise n_cases); leaderboard means and ranks use each run's own cases")
+    notes += small_sample_note(result.smallest_benchmark)
     return Comparison(leaderboard, result.benchmarks.rename({"unit": "run_id"}), result.pairwise,
                       result.ranks.rename({"unit": "run_id"}), chosen.excluded, notes)
 
@@ -110,12 +121,12 @@ def compare_cases(cases: pl.DataFrame, units: list[str], settings: ResampleSetti
     Units are ordered by observed overall mean (best first, ties by the order given) and every pair
     is (better, worse), so deltas read as how far ahead the first is.
     """
-    return compare_matrix(case_matrix(cases, units, unit=unit), settings, per_benchmark)
+    return compare_matrix(case_matrix(cases, units, unit=unit), settings, per_benchmark, unit.removesuffix("_id"))
 
 
 def compare_matrix(matrix: CaseMatrix, settings: ResampleSettings = ResampleSettings(),
-                   per_benchmark: bool = False) -> CaseComparison:
-    """``compare_cases`` on an already aligned matrix."""
+                   per_benchmark: bool = False, label: str = "run") -> CaseComparison:
+    """``compare_cases`` on an already aligned matrix (``label`` names a unit in the notes)."""
     units = list(matrix.units)
     res = matrix.resamples(settings)
     boot = resample_units(matrix, res)
@@ -130,9 +141,21 @@ def compare_matrix(matrix: CaseMatrix, settings: ResampleSettings = ResampleSett
         "n_benchmarks": (counts > 0).sum(axis=1).astype(np.int64), "n_cases": counts.sum(axis=1).astype(np.int64),
     }).with_columns(rank=pl.Series(_competition_ranks(observed)).cast(pl.Int64))
     unit_frame = unit_frame[order.tolist()].select("unit", "rank", pl.exclude("unit", "rank"))
-    return CaseComparison(unit_frame, _benchmark_frame(matrix, boot, order),
-                          pairwise(matrix, res, boot.benchmark, boot.overall, first, second, per_benchmark),
-                          rank_intervals(matrix.units, observed, boot.overall)[order.tolist()])
+    pairs = pairwise(matrix, res, boot.benchmark, boot.overall, first, second, per_benchmark)
+    common = np.stack([(matrix.present[first][:, s] * matrix.present[second][:, s]).sum(axis=1)
+                       for s in matrix.slices], axis=1) if matrix.slices else np.zeros((first.size, 0))
+    sizes = np.concatenate([counts.ravel(), common.ravel()])
+    notes = []
+    if len(units) == 1:
+        notes.append(f"a single {label} ({units[0]}): there is no pair to compare")
+    lonely = pairs.filter((pl.col("benchmark") == OVERALL) & (pl.col("n_cases") == 0))
+    if lonely.height:
+        shown = ", ".join(f"{a} vs {b}" for a, b in lonely.select("run_a", "run_b").head(5).iter_rows())
+        notes.append(f"{lonely.height} pair(s) of {label}s share no completed case ({shown}"
+                     f"{', ...' if lonely.height > 5 else ''}): their pairwise rows have no estimate")
+    return CaseComparison(unit_frame, _benchmark_frame(matrix, boot, order), pairs,
+                          rank_intervals(matrix.units, observed, boot.overall)[order.tolist()],
+                          int(sizes[sizes > 0].min()) if (sizes > 0).any() else None, notes)
 
 
 def _benchmark_frame(matrix: CaseMatrix, boot: UnitResamples, order: np.ndarray) -> pl.DataFrame:
@@ -151,10 +174,18 @@ def _benchmark_frame(matrix: CaseMatrix, boot: UnitResamples, order: np.ndarray)
 
 
 def _competition_ranks(values: np.ndarray) -> np.ndarray:
-    """Ranks along the last axis, 1 = highest; ties share the best rank ("1224"); NaN ranks last."""
-    from scipy import stats  # imported here: scipy.stats costs ~1 s to import, most commands never need it
-
-    return stats.rankdata(-np.nan_to_num(values, nan=-np.inf), axis=-1, method="min")
+    """Ranks along the last axis, 1 = highest; ties share the best rank ("1224"); NaN ranks last (tied)."""
+    keys = -np.nan_to_num(np.asarray(values, dtype=np.float64), nan=-np.inf)
+    order = np.argsort(keys, axis=-1, kind="stable")
+    ordered = np.take_along_axis(keys, order, axis=-1)
+    position = np.broadcast_to(np.arange(keys.shape[-1]), keys.shape)
+    starts = np.ones(keys.shape, dtype=bool)
+    starts[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+    # Each value's rank is 1 + the position where its run of equal values starts.
+    placed = np.maximum.accumulate(np.where(starts, position, 0), axis=-1) + 1
+    ranks = np.empty(keys.shape, dtype=np.int64)
+    np.put_along_axis(ranks, order, placed, axis=-1)
+    return ranks
 
 
 def rank_intervals(units: tuple[str, ...] | list[str], observed: np.ndarray, boot: np.ndarray) -> pl.DataFrame:

@@ -48,6 +48,8 @@ def benjamini_hochberg(p_values: np.ndarray | list[float]) -> np.ndarray:
 
 
 def adjust(frame: pl.DataFrame, column: str = "p_value") -> pl.DataFrame:
-    """``frame`` with ``p_holm`` and ``p_bh`` over all its rows (the family shown)."""
+    """``frame`` with ``p_holm`` and ``p_bh`` over all its rows (the family shown); a test that could not
+    be run (null or NaN p) gets null adjusted values, like the frames' other missing numbers."""
     p = frame[column].cast(pl.Float64).fill_null(np.nan).to_numpy()
-    return frame.with_columns(p_holm=pl.Series(holm(p)), p_bh=pl.Series(benjamini_hochberg(p)))
+    return frame.with_columns(p_holm=pl.Series(holm(p), dtype=pl.Float64).fill_nan(None),
+                              p_bh=pl.Series(benjamini_hochberg(p), dtype=pl.Float64).fill_nan(None))

@@ -14,25 +14,26 @@ from the shared resamples (``toolkit.analysis.paired``):
   such pairs at once.
 
 Win/tie/loss count the common cases where a scored higher, the same (within
-1e-12) or lower. The Wilcoxon signed-rank p (scipy, normal approximation with
-tie correction above 50 cases, exact below when possible) is a second opinion on
-the pooled case differences; zeros are ranked and then dropped (Pratt), which
-keeps the many exact ties of rubric scores from inflating the statistic; it is
-NaN when every difference is zero.
+1e-12) or lower. The Wilcoxon signed-rank p (``toolkit.analysis.wilcoxon``: normal
+approximation with tie correction above 50 cases, scipy's exact or permutation
+test below) is a second opinion on the pooled case differences; zeros are ranked
+and then dropped (Pratt), which keeps the many exact ties of rubric scores from
+inflating the statistic; it is NaN when every difference is zero.
+
+P-values (``toolkit.analysis.paired.two_sided_p``) are studentised with an
+m/(m-1) small-sample correction per benchmark, NaN below 2 common cases, and an
+exact sign test when the case differences never vary within a benchmark.
 """
 
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 import polars as pl
 
 from toolkit.analysis.matrix import CaseMatrix, macro
 from toolkit.analysis.multiplicity import adjust
-from toolkit.analysis.paired import SharedResamples, percentile_interval, two_sided_p
-
-TIE = 1e-12
+from toolkit.analysis.paired import TIE, SharedResamples, percentile_interval, two_sided_p
+from toolkit.analysis.wilcoxon import wilcoxon_p
 OVERALL = "overall"
 
 
@@ -87,42 +88,27 @@ def pairwise(matrix: CaseMatrix, res: SharedResamples, run_bench: np.ndarray, ru
     # Case differences on common cases (NaN elsewhere), ties within TIE made exactly 0.
     differences = np.where(both > 0, np.where(np.abs(raw) <= TIE, 0.0, raw), np.nan)
     frames = [_rows(matrix, first, second, OVERALL, both.sum(axis=1), macro(mean_a, has), macro(mean_b, has),
-                    macro(delta, has), overall_boot, differences)]
+                    macro(delta, has), overall_boot, differences, matrix.slices)]
     if per_benchmark:
         for b, (name, s) in enumerate(zip(matrix.benchmarks, matrix.slices)):
             frames.append(_rows(matrix, first, second, name, common[:, b], mean_a[:, b], mean_b[:, b], delta[:, b],
-                                boot_benchmark(b, everything), differences[:, s]).filter(pl.col("n_cases") > 0))
+                                boot_benchmark(b, everything), differences[:, s], None).filter(pl.col("n_cases") > 0))
     return adjust(pl.concat(frames))
 
 
 def _rows(matrix: CaseMatrix, first: np.ndarray, second: np.ndarray, scope: str, n: np.ndarray, mean_a: np.ndarray,
-          mean_b: np.ndarray, delta: np.ndarray, boot: np.ndarray, differences: np.ndarray) -> pl.DataFrame:
+          mean_b: np.ndarray, delta: np.ndarray, boot: np.ndarray, differences: np.ndarray,
+          strata: tuple[slice, ...] | None) -> pl.DataFrame:
+    """Rows of one scope; ``strata`` are the benchmark slices of ``differences`` (None: one benchmark)."""
     sign = np.sign(differences)
     lo, hi = percentile_interval(boot)
     units = np.array(matrix.units, dtype=object)
     return pl.DataFrame({
         "run_a": units[first].tolist(), "run_b": units[second].tolist(), "benchmark": [scope] * first.size,
         "n_cases": n.astype(np.int64), "mean_a": mean_a, "mean_b": mean_b, "delta": delta,
-        "ci_low": lo, "ci_high": hi, "p_value": two_sided_p(boot, delta),
+        "ci_low": lo, "ci_high": hi, "p_value": two_sided_p(boot, delta, differences, strata),
         "wins": (sign > 0).sum(axis=1), "ties": (sign == 0).sum(axis=1), "losses": (sign < 0).sum(axis=1),
         "wilcoxon_p": wilcoxon_p(differences),
     }, schema_overrides={"wins": pl.Int64, "ties": pl.Int64, "losses": pl.Int64}).with_columns(
         pl.col(pl.Float64).fill_nan(None))
 
-
-def wilcoxon_p(differences: np.ndarray) -> np.ndarray:
-    """Two-sided Wilcoxon signed-rank p per row (NaN = not a common case); NaN when all are zero."""
-    from scipy import stats  # imported here: scipy.stats costs ~1 s to import, most commands never need it
-
-    if differences.size == 0:
-        return np.full(differences.shape[0], np.nan)
-    informative = np.nan_to_num(np.abs(differences), nan=0.0).max(axis=1) > 0
-    out = np.full(differences.shape[0], np.nan)
-    if informative.any():
-        rows = differences[informative]
-        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-            warnings.simplefilter("ignore")  # small-sample and all-NaN slice warnings: those rows are NaN
-            result = stats.wilcoxon(rows, axis=1, zero_method="pratt",
-                                    nan_policy="omit" if np.isnan(rows).any() else "propagate")
-        out[informative] = np.asarray(result.pvalue, dtype=np.float64)
-    return out

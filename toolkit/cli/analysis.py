@@ -17,7 +17,9 @@ import polars as pl
 
 from toolkit.analysis import (AgreementOptions, CompareOptions, HarmOptions, ItemOptions, ResampleSettings,
                               analyse_items, compare_data, harms, judge_agreement)
-from toolkit.cli.common import emit, format_option, open_store, selected_runs, store_option
+from toolkit.analysis.harms import BOTH
+from toolkit.analysis.paired import small_sample_note
+from toolkit.cli.common import CommandError, emit, format_option, open_store, selected_runs, store_option
 from toolkit.cli.results import bootstrap_options, selection_options
 from toolkit.selection import JudgeSelection, read_runs
 
@@ -87,6 +89,16 @@ def _selection(judge: str | None, passes: tuple[int, ...]) -> JudgeSelection:
     return JudgeSelection(judge=judge, passes=tuple(passes) or None)
 
 
+MIN_SAMPLES = 100  # below this the 2.5% and 97.5% percentiles rest on a couple of resamples
+
+
+def _paired_samples(samples: int, command: str) -> None:
+    """Paired intervals and p-values need a usable number of resamples: refuse fewer, with one line."""
+    if samples < MIN_SAMPLES:
+        raise CommandError([f"{command}: --samples must be >= {MIN_SAMPLES} for paired intervals and p-values "
+                            f"(got {samples})"])
+
+
 @click.command("compare")
 @run_options
 @click.option("--benchmarks", "per_benchmark", is_flag=True,
@@ -101,6 +113,7 @@ def compare_cmd(runs: tuple[str, ...], all_runs: bool, per_benchmark: bool, allo
                 judge: str | None, passes: tuple[int, ...], samples: int, seed: int, fmt: str,
                 store_dir: str | None) -> None:
     """Leaderboard with intervals, paired differences of every two runs (Holm/BH-adjusted p) and rank intervals."""
+    _paired_samples(samples, "compare")
     store = open_store(store_dir)
     data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
     options = CompareOptions(ResampleSettings(samples, seed), per_benchmark, allow_mixed, _selection(judge, passes))
@@ -108,7 +121,8 @@ def compare_cmd(runs: tuple[str, ...], all_runs: bool, per_benchmark: bool, allo
     grid = result.benchmarks.with_columns(cell=_interval_text(result.benchmarks, "mean")).pivot(
         on="benchmark", index="run_id", values="cell", aggregate_function="first")
     notes = result.notes + [f"{samples} paired resamples (seed {seed}) shared by every interval, p-value and rank; "
-                            "p = 2 Phi(-|delta| / bootstrap SE), Holm and BH over the pairwise rows shown"]
+                            "p = 2 Phi(-|delta| / SE), SE bootstrapped with an m/(m-1) correction per benchmark, "
+                            "Holm and BH over the pairwise rows shown"]
     emit_sections(result.sections(), fmt, section, notes, views={"benchmarks": grid})
 
 
@@ -156,8 +170,10 @@ def harms_cmd(runs: tuple[str, ...], all_runs: bool, section: str | None, judge:
     frame = harms(data, HarmOptions(_selection(judge, passes), ResampleSettings(samples, seed)))
     view = frame.with_columns(cell=_interval_text(frame, "value")).pivot(
         on="metric", index=["run_id", "scope"], values="cell", aggregate_function="first")
-    emit_sections({"harms": frame}, fmt, section, ["value [95% interval], cases resampled within benchmark"],
-                  views={"harms": view})
+    # A run's cases in one F1 benchmark (the f1 metric counts every completed case).
+    smallest = frame.filter((pl.col("scope") != BOTH) & (pl.col("metric") == "f1"))["n_cases"].min()
+    notes = ["value [95% interval], cases resampled within benchmark"] + small_sample_note(smallest)
+    emit_sections({"harms": frame}, fmt, section, notes, views={"harms": view})
 
 
 @click.command("agreement")
@@ -173,8 +189,9 @@ def agreement_cmd(runs: tuple[str, ...], all_runs: bool, judge: str | None, pass
                   section: str | None, samples: int, seed: int, fmt: str, store_dir: str | None) -> None:
     """Agreement between the judge passes / judges of each run: percent agreement, Cohen's and Fleiss'
     kappa, Krippendorff's alpha, score differences and the cases that flip most."""
+    _paired_samples(samples, "agreement")
     store = open_store(store_dir)
     data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
     result = judge_agreement(data, AgreementOptions(judge, tuple(passes) or None, ResampleSettings(samples, seed), top))
-    notes = [f"run {r} has a single rater and is left out" for r in result.skipped]
+    notes = [f"run {r} has a single rater and is left out" for r in result.skipped] + result.notes
     emit_sections(result.sections(), fmt, section, notes)

@@ -49,6 +49,8 @@ def call_options(func):
                      help="Back-off before the first retry; doubles per attempt (random jitter, at most 60 s)."),
         click.option("--dry-run", is_flag=True, help="Print the calls, tokens and cost it would take; call nothing."),
         click.option("--batch", is_flag=True, help="Use the provider's Batch API (slower, usually half price)."),
+        click.option("--cancel-batch", is_flag=True,
+                     help="Cancel the run's batch in flight, store the lines it finished, and stop."),
         click.option("--progress", type=click.Choice(PROGRESS_MODES), default=DEFAULT_PROGRESS,
                      show_default=True, help="Progress display (auto: a bar on a terminal, lines otherwise)."),
         store_option,
@@ -76,7 +78,7 @@ def run_cmd(answer_model: str, judge_model: str, run_id: str | None, base_url: s
             reasoning_effort: str | None, smoke: bool, limit: int | None, benchmarks: tuple[str, ...],
             judge_base_url: str | None, judge_api_key_env: str | None, concurrency: int, judge_passes: int | None,
             max_retries: int, judge_reasks: int, timeout: float, retry_base_delay: float, dry_run: bool, batch: bool,
-            progress: str, store_dir: str | None, dataset_path: str | None) -> None:
+            cancel_batch: bool, progress: str, store_dir: str | None, dataset_path: str | None) -> None:
     """Answer every selected case with a model and judge the answers; resumes where it stopped.
 
     Exit status: 0 complete, 3 finished with failed cases (run it again to retry them), 130 interrupted.
@@ -89,7 +91,7 @@ def run_cmd(answer_model: str, judge_model: str, run_id: str | None, base_url: s
         concurrency=concurrency, judge_passes=judge_passes or DEFAULT_JUDGE_PASSES, reasoning_effort=reasoning_effort,
         smoke=smoke, limit=limit, benchmarks=benchmarks, max_retries=max_retries, judge_reasks=judge_reasks,
         timeout=timeout, retry_base_delay=retry_base_delay, batch=batch)
-    _collect_or_estimate(collection, dry_run, progress)
+    _collect_or_estimate(collection, dry_run, cancel_batch, progress)
 
 
 @click.command("judge")
@@ -100,8 +102,8 @@ def run_cmd(answer_model: str, judge_model: str, run_id: str | None, base_url: s
 @call_options
 def judge_cmd(run_id: str, judge_model: str, passes: tuple[int, ...], judge_base_url: str | None,
               judge_api_key_env: str | None, concurrency: int, judge_passes: int | None, max_retries: int,
-              judge_reasks: int, timeout: float, retry_base_delay: float, dry_run: bool, batch: bool, progress: str,
-              store_dir: str | None) -> None:
+              judge_reasks: int, timeout: float, retry_base_delay: float, dry_run: bool, batch: bool,
+              cancel_batch: bool, progress: str, store_dir: str | None) -> None:
     """Judge a run's stored answers again or with another judge, without regenerating them.
 
     Passes already judged validly are skipped. Exit status as for ``bedside run``.
@@ -114,13 +116,13 @@ def judge_cmd(run_id: str, judge_model: str, passes: tuple[int, ...], judge_base
         run_id, judge_model, store=store_dir, passes=passes, judge_passes=judge_passes, judge_base_url=judge_base_url,
         judge_api_key_env=judge_api_key_env, concurrency=concurrency, max_retries=max_retries,
         judge_reasks=judge_reasks, timeout=timeout, retry_base_delay=retry_base_delay, batch=batch)
-    _collect_or_estimate(collection, dry_run, progress)
+    _collect_or_estimate(collection, dry_run, cancel_batch, progress)
 
 
 @click.command("demo")
 @store_option
 @click.option("--concurrency", type=click.IntRange(*INT_RANGES["concurrency"]), default=DEFAULT_CONCURRENCY,
-              show_default=True, help="Calls in flight per simulated model.")
+              show_default=True, help="Calls in flight at the simulated endpoint, shared by the four models.")
 @click.option("--progress", type=click.Choice(PROGRESS_MODES), default=DEFAULT_PROGRESS, show_default=True)
 def demo_cmd(store_dir: str | None, concurrency: int, progress: str) -> None:
     """Offline demo: four simulated models on the bundled sample, graded by a simulated judge.
@@ -134,6 +136,9 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str) -> None:
     store, reports, board = run_demo(store_dir, concurrency, progress_views(progress))
     for report in reports:
         click.echo(report.line())
+    if board is None:  # interrupted: no leaderboard of partly collected runs
+        raise _exit(EXIT_INTERRUPTED, f"interrupted; {store.root} holds partial runs. Run `bedside demo` again "
+                    "to start over.")
     emit(board, "table", title="Leaderboard: simulated models on the bundled sample (macro mean, 95% CI)")
     click.echo(f"store: {store.root}")
     click.echo(f"next:  bedside compare --all --store {store.root}   (paired comparisons, ranks)")
@@ -142,18 +147,26 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str) -> None:
                "Not for clinical use.")
 
 
-def _collect_or_estimate(collection: Collection, dry_run: bool, progress: str) -> None:
+def _collect_or_estimate(collection: Collection, dry_run: bool, cancel_batch: bool, progress: str) -> None:
     from toolkit.collect.batch import BatchFailed
+    from toolkit.collect.batch_state import PendingBatch
     from toolkit.collect.client import EndpointFatal
 
+    if dry_run and cancel_batch:
+        raise click.UsageError("give --dry-run or --cancel-batch, not both")
     if dry_run:
         for line in collection.dry_run().lines():
             click.echo(line)
         return
     try:
-        report = collection.run(progress, say=click.echo)  # batch messages are printed whatever --progress says
+        if cancel_batch:
+            report = collection.cancel_batch(say=click.echo)
+        else:  # batch messages are printed whatever --progress says
+            report = collection.run(progress, say=click.echo)
     except (EndpointFatal, BatchFailed) as error:
         raise CommandError([f"{error} (nothing else was called; completed work is stored)"]) from None
+    except PendingBatch as error:
+        raise CommandError([str(error)]) from None
     _finish(report)
 
 

@@ -40,6 +40,10 @@ def run_safely(group: click.Group, argv: list[str]) -> int:
     except click.exceptions.Abort:
         click.echo("bedside: interrupted", err=True)
         return 130
+    except MemoryError:
+        # numpy's message (shape and dtype of one allocation) says nothing a user can act on.
+        click.echo("bedside: error: out of memory: use fewer --samples or fewer runs", err=True)
+        return EXIT_FAILED
     except click.ClickException as error:
         error.show()
         return error.exit_code if error.exit_code not in (None, 0) else EXIT_FAILED
@@ -80,7 +84,7 @@ def selected_runs(store: Store, runs: tuple[str, ...], all_runs: bool) -> list[s
         return ids
     if not runs:
         raise click.UsageError("choose runs with --run ID (repeatable) or --all")
-    return list(runs)
+    return list(dict.fromkeys(runs))  # a run given twice is one run (first occurrence order)
 
 
 def emit(frame: pl.DataFrame, fmt: str, title: str | None = None) -> None:

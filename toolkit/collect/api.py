@@ -29,7 +29,8 @@ from toolkit.collect.runner import CollectJob, RunReport, collect
 from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES, DEFAULT_JUDGE_REASKS,
                                       DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY, DEFAULT_TIMEOUT_S, FLOAT_RANGES,
                                       INT_RANGES, PROGRESS_MODES, CollectSettings, Endpoint, ProviderTable,
-                                      RetryPolicy, load_providers, resolve_endpoint, resolve_judge_endpoint)
+                                      RetryPolicy, check_env_name, load_providers, resolve_endpoint,
+                                      resolve_judge_endpoint)
 from toolkit.dataset import Dataset, load_dataset
 from toolkit.store import Store
 
@@ -83,9 +84,10 @@ class Collection:
         return self.job.settings
 
     def dry_run(self) -> DryRun:
-        """Estimate the calls still due. Reads only: no lock, no journal recovery, nothing created."""
+        """Estimate the calls still due. Reads only: no lock, no journal recovery, nothing created (rows a
+        killed collector left in its journal count as stored, as the real run will find them)."""
         s = self.settings
-        work = read_stored_work(self.store, s.run_id)
+        work = read_stored_work(self.store, s.run_id, journal=True)
         plan = make_plan(list(self.job.cases), work, s.judge_model, s.judge_passes, self.job.answer)
         return DryRun(tuple(estimate(plan, work, s, self.table, s.batch)), plan, s, s.batch)
 
@@ -93,13 +95,22 @@ class Collection:
         """Make the calls still due, storing each as it completes; the report counts this call's work.
 
         ``say`` receives batch-mode messages (default: printed unless ``progress="none"``). Raises
-        ``EndpointFatal`` (wrong key, unknown model) or ``BatchFailed``; what completed is stored.
+        ``EndpointFatal`` (wrong key, unknown model), ``BatchFailed``, or ``PendingBatch`` when a direct
+        run is asked for while the run has a batch in flight (collect it with ``batch=True`` or
+        ``cancel_batch()`` it); what completed is stored.
         """
         views = progress_views(progress)
         if self.settings.batch:
-            quiet = progress == "none"
-            return collect_batch(self.store, self.job, say or (_silent if quiet else print), self.prepare)
+            return collect_batch(self.store, self.job, say or _default_say(progress), self.prepare)
         return collect(self.store, [self.job], views, prepare=self.prepare)[0]
+
+    def cancel_batch(self, say: Say | None = None) -> RunReport:
+        """Cancel the run's batch in flight at the provider, store the lines it finished, forget it.
+
+        Nothing new is submitted; the report counts the stored lines. Afterwards ``run()`` collects
+        the rest, directly or (``batch=True``) in a new batch.
+        """
+        return collect_batch(self.store, self.job, say or print, self.prepare, cancel=True)
 
 
 def progress_views(progress: Progress) -> ViewFactory:
@@ -125,6 +136,8 @@ def plan_evaluation(answer_model: str, judge_model: str = protocol.DEFAULT_JUDGE
     _check_ints(concurrency=concurrency, judge_passes=judge_passes, max_retries=max_retries,
                 judge_reasks=judge_reasks, limit=limit)
     _check_floats(timeout=timeout, retry_base_delay=retry_base_delay)
+    check_env_name(api_key_env, "--api-key-env")
+    check_env_name(judge_api_key_env, "--judge-api-key-env")
     chosen = (benchmarks,) if isinstance(benchmarks, str) else tuple(benchmarks)
     table = _providers(providers)
     data = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
@@ -202,6 +215,7 @@ def plan_rejudge(run_id: str, judge_model: str, *, store: StoreLike = None, pass
     _check_ints(concurrency=concurrency, judge_passes=judge_passes, max_retries=max_retries,
                 judge_reasks=judge_reasks)
     _check_floats(timeout=timeout, retry_base_delay=retry_base_delay)
+    check_env_name(judge_api_key_env, "--judge-api-key-env")
     target = _store(store)
     run = target.run(run_id)
     table = _providers(providers)
@@ -254,6 +268,10 @@ def _providers(providers: ProvidersLike) -> ProviderTable:
 
 def _silent(_: str) -> None:
     pass
+
+
+def _default_say(progress: Progress) -> Say:
+    return _silent if progress == "none" else print
 
 
 def _check_ints(**values: int | None) -> None:

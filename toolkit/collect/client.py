@@ -23,6 +23,7 @@ from typing import Any, Awaitable, Callable, Mapping, TypeVar
 import openai
 
 from toolkit import protocol
+from toolkit.collect.reply import InvalidResponse, ReplyFields, clean_text, reply_fields
 from toolkit.collect.settings import Endpoint, RetryPolicy
 
 MAX_RETRY_AFTER_S = 600.0
@@ -37,12 +38,12 @@ class CallFailed(Exception):
         self.error = error
 
 
-class InvalidResponse(Exception):
-    """A 2xx reply whose body is not a chat completion."""
-
-
 class EndpointFatal(Exception):
-    """Wrong key, no permission or unknown model: retrying cannot help, the run stops."""
+    """Wrong key, no permission, no quota or unknown model: retrying cannot help, the run stops."""
+
+    def __init__(self, message: str, not_found: bool = False):
+        super().__init__(message)
+        self.not_found = not_found  # an HTTP 404 on a files/batches request
 
 
 @dataclass
@@ -107,7 +108,7 @@ class AdaptiveLimit:
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
                 self.release()  # granted just as we were cancelled: hand the slot on
-            else:
+            elif waiter in self._waiters:  # (``_wake`` may already have dropped a cancelled waiter)
                 self._waiters.remove(waiter)
             raise
 
@@ -216,7 +217,7 @@ class ChatClient:
         await self.sdk.close()
 
     def scrub(self, text: str) -> str:
-        return scrub(text, self._secrets)
+        return scrub(clean_text(text), self._secrets)
 
     def error_text(self, error: BaseException) -> str:
         return self.scrub(f"{type(error).__name__}: {error}")[: protocol.ERROR_TEXT_LIMIT]
@@ -240,9 +241,7 @@ class ChatClient:
                 # against its typed schema and build a pydantic reply, ~0.7 ms of CPU per call for no change
                 # on the wire. Status errors still come back as the SDK's exceptions.
                 raw = await self.sdk.post("/chat/completions", body=body, cast_to=bytes)
-                reply = json.loads(raw)
-                if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list):
-                    raise ValueError("no 'choices' list")
+                fields = reply_fields(json.loads(raw))  # ValueError (retried) when it is no usable reply
             except openai.APIStatusError as error:
                 if "temperature" in body and mentions_temperature(error.status_code, f"{error.message} {error.body}"):
                     # The provider accepts only its default temperature: ask again without one (not a retry).
@@ -262,8 +261,8 @@ class ChatClient:
             except (openai.APIConnectionError, ValueError) as error:  # timeouts, dropped connections, garbled bodies
                 if attempt >= self.retry.max_attempts:
                     self.stats.failed += 1
-                    if isinstance(error, ValueError):
-                        raise CallFailed(self.error_text(InvalidResponse(str(error)))) from None
+                    if isinstance(error, ValueError) and not isinstance(error, InvalidResponse):
+                        error = InvalidResponse(str(error))  # a garbled body: stored as an invalid response
                     raise CallFailed(self.error_text(error)) from None
             except openai.OpenAIError as error:
                 self.stats.failed += 1
@@ -272,13 +271,14 @@ class ChatClient:
                 latency = time.monotonic() - started
                 self.limit.on_success()
                 self.stats.ok += 1
-                return _completion(reply, latency, started_at, body.get("temperature"))
+                return _completion(fields, latency, started_at, body.get("temperature"))
             finally:
                 self.limit.release()
             await self._back_off(attempt, delay, rate_limited)
 
-    async def retrying(self, model: str, factory: Callable[[], Awaitable[T]]) -> T:
-        """A files/batches request with the same retries and fatal checks as a chat call."""
+    async def retrying(self, model: str, factory: Callable[[], Awaitable[T]], not_found: str) -> T:
+        """A files/batches request with the same retries and fatal checks as a chat call;
+        ``not_found`` says what an HTTP 404 means for this request (EndpointFatal)."""
         attempt = 0
         while True:
             attempt += 1
@@ -286,6 +286,9 @@ class ChatClient:
             try:
                 return await factory()
             except openai.APIStatusError as error:
+                if error.status_code == 404:
+                    detail = self.scrub(str(error.message))[:200]
+                    raise EndpointFatal(f"{self.endpoint.base_url} {not_found}: {detail}", True) from None
                 self.check_fatal(error, model)
                 if error.status_code not in protocol.RETRYABLE_STATUS or attempt >= self.retry.max_attempts:
                     raise CallFailed(self.error_text(error)) from None
@@ -307,14 +310,19 @@ class ChatClient:
                 self.stats.waiting_rate_limit -= 1
 
     def check_fatal(self, error: openai.APIStatusError, model: str) -> None:
-        """EndpointFatal for 401/403/404, naming the key's variable (never the key)."""
+        """EndpointFatal for 401/403/404 and an exhausted quota, naming the key's variable (never the key)."""
         status = error.status_code
-        if status not in (401, 403, 404):
+        quota = status == 429 and "insufficient_quota" in (error.code, error.type)
+        if status not in (401, 403, 404) and not quota:
             return
         detail = self.scrub(str(error.message))[:200]
         flag = "--judge-api-key-env" if self.role == "judge" else "--api-key-env"
         url_flag = "--judge-base-url" if self.role == "judge" else "--base-url"
         key_env = self.endpoint.key_env()
+        if quota:  # retrying cannot help until the account is topped up
+            where = f"the key in ${key_env}" if key_env else "this client"
+            raise EndpointFatal(f"{self.endpoint.base_url}: {where} has no quota left (HTTP 429 insufficient_quota, "
+                                f"{self.role} model {model!r}): {detail}")
         if status == 401:
             where = f"the key in ${key_env}" if key_env else f"no key (pass {flag} NAME)"
             raise EndpointFatal(f"{self.endpoint.base_url} rejected {where} (HTTP 401, {self.role} model "
@@ -327,18 +335,13 @@ class ChatClient:
                             f"check the model name and {url_flag}): {detail}")
 
 
-def _completion(reply: dict[str, Any], latency: float, started_at: str, temperature: float | None) -> Completion:
-    choices = reply["choices"]
-    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
-    message = choice.get("message") or {}
-    usage = reply.get("usage") or {}
-    details = usage.get("completion_tokens_details") or {}
+def _completion(fields: ReplyFields, latency: float, started_at: str, temperature: float | None) -> Completion:
     return Completion(
-        text=message.get("content") or "",
-        finish_reason=choice.get("finish_reason"),
-        prompt_tokens=usage.get("prompt_tokens"),
-        completion_tokens=usage.get("completion_tokens"),
-        reasoning_tokens=details.get("reasoning_tokens"),
+        text=fields.text,
+        finish_reason=fields.finish_reason,
+        prompt_tokens=fields.prompt_tokens,
+        completion_tokens=fields.completion_tokens,
+        reasoning_tokens=fields.reasoning_tokens,
         latency_s=latency,
         started_at=started_at,
         finished_at=now_iso(),

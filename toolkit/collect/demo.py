@@ -43,8 +43,13 @@ def fresh_store(root: Path) -> Store:
 
 
 def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENCY, views: ViewFactory | None = None,
-             latency_ms: float = 20.0) -> tuple[Store, list[RunReport], pl.DataFrame]:
-    """Collect the demo models into a fresh store; (store, reports, leaderboard)."""
+             latency_ms: float = 20.0) -> tuple[Store, list[RunReport], pl.DataFrame | None]:
+    """Collect the demo models into a fresh store; (store, reports, leaderboard).
+
+    ``concurrency``: calls in flight at the simulated endpoint, shared by the four models. When the
+    collection was interrupted (Ctrl-C; ``reports[i].interrupted``) the store is incomplete and the
+    leaderboard is None: a ranking of partly collected runs would mislead.
+    """
     store = fresh_store(Path(store_dir) if store_dir else DEMO_STORE)
     dataset = load_dataset(None)
     store.write_dataset(dataset)
@@ -55,6 +60,8 @@ def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENC
                            cases) for model in DEMO_MODELS]
         reports = collect(store, jobs, views, label="demo",
                           prepare=lambda s, job: ensure_run(s, job.settings, dataset.sha256))
+    if any(r.interrupted for r in reports):
+        return store, reports, None
     return store, reports, leaderboard(store)
 
 

@@ -50,6 +50,8 @@ def case_to_judge(case: dict[str, Any]) -> CaseToJudge:
 
 def parse_decisions(reply: str | None, item_ids: list[str]) -> dict[str, bool]:
     """item_id -> matched, in ``item_ids`` order; InvalidJudgeReply naming the first problem."""
+    if reply is not None and not isinstance(reply, str):
+        raise InvalidJudgeReply(f"the reply is {type(reply).__name__}, not text")
     if reply is None or not reply.strip():
         raise InvalidJudgeReply("empty reply")
     try:

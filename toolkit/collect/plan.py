@@ -17,7 +17,9 @@ import polars as pl
 from toolkit import protocol
 from toolkit.collect.judge import CaseToJudge
 from toolkit.collect.settings import CollectSettings
+from toolkit.journal import pending_rows
 from toolkit.store import Store, StoreError
+from toolkit.tables import to_arrow
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,10 @@ class StoredWork:
     judged: set[tuple[str, str, int]] = field(default_factory=set)  # valid (case, judge, pass)
     judge_attempts: dict[tuple[str, str, int], int] = field(default_factory=dict)
     last_seq: int = 0
+    # Keys of every stored row, failed ones included: a batch line whose row is already stored (a rerun
+    # after a crash mid-ingest) is not stored again.
+    answer_keys: set[tuple[str, int]] = field(default_factory=set)  # (case, attempt)
+    judgment_keys: set[tuple[str, str, int, int]] = field(default_factory=set)  # (case, judge, pass, attempt)
 
     def next_seq(self) -> int:
         self.last_seq += 1
@@ -50,9 +56,15 @@ class StoredWork:
         return self.judge_attempts[key]
 
 
-def read_stored_work(store: Store, run_id: str) -> StoredWork:
+def read_stored_work(store: Store, run_id: str, journal: bool = False) -> StoredWork:
+    """What the run holds in Parquet; ``journal`` adds the rows its journals hold that are not checkpointed
+    yet (read only: a dry run after a crash must not count them as still due)."""
     answers = store.read("answers", [run_id])
     judgments = store.read("judgments", [run_id])
+    if journal:
+        rows = pending_rows(store, run_id)
+        answers = pl.concat([answers, pl.from_arrow(to_arrow("answers", rows.get("answers", [])))])
+        judgments = pl.concat([judgments, pl.from_arrow(to_arrow("judgments", rows.get("judgments", [])))])
     work = StoredWork()
     ok = answers.filter(pl.col("error").is_null() & pl.col("answer").is_not_null())
     for case_id, attempt, text, latency in (ok.sort("attempt").group_by("case_id").last()
@@ -64,6 +76,8 @@ def read_stored_work(store: Store, run_id: str) -> StoredWork:
     for c, j, p, a in judgments.group_by("case_id", "judge_model", "judge_pass").agg(
             pl.col("attempt").max()).iter_rows():
         work.judge_attempts[(c, j, int(p))] = a
+    work.answer_keys = set(answers.select("case_id", "attempt").iter_rows())
+    work.judgment_keys = set(judgments.select("case_id", "judge_model", "judge_pass", "attempt").iter_rows())
     seqs = [s for s in (answers["seq"].max(), judgments["seq"].max()) if s is not None]
     work.last_seq = int(max(seqs, default=0))
     return work
@@ -136,10 +150,18 @@ def ensure_run(store: Store, settings: CollectSettings, dataset_sha256: str) -> 
     if row["answer_model"] != settings.answer_model:
         raise StoreError(f"run {settings.run_id!r} holds answers of {row['answer_model']!r}, not "
                          f"{settings.answer_model!r}: choose another --run-id")
+    if row["answer_reasoning_effort"] != settings.reasoning_effort:
+        raise StoreError(f"run {settings.run_id!r} was answered with --reasoning-effort "
+                         f"{_effort(row['answer_reasoning_effort'])}, not {_effort(settings.reasoning_effort)}: "
+                         "give the same setting to resume it, or choose another --run-id")
     if row["dataset_sha256"] != dataset_sha256:
         raise StoreError(f"run {settings.run_id!r} was collected on dataset {row['dataset_sha256'][:12]}..., "
                          f"not {dataset_sha256[:12]}... (a different --dataset): choose another --run-id")
     return row
+
+
+def _effort(value: str | None) -> str:
+    return "(none)" if value is None else repr(value)
 
 
 def record_judge(store: Store, run: dict[str, Any], judge_model: str, endpoint: dict[str, Any]) -> None:

@@ -116,7 +116,7 @@ class PlainView(View):
 class RichView(View):
     """A bar (done/total, %, rate, elapsed, ETA) with the status line beneath it."""
 
-    def __init__(self, tracker: Tracker, out: TextIO):
+    def __init__(self, tracker: Tracker, out: TextIO, force_terminal: bool | None = None):
         super().__init__(tracker)
         from rich.console import Console, Group
         from rich.live import Live
@@ -130,7 +130,8 @@ class RichView(View):
             TimeRemainingColumn())
         self._task = self._progress.add_task(tracker.label, total=max(1, tracker.total), rate="", start=False)
         self._status = Text()
-        self._live = Live(Group(self._progress, self._status), console=Console(file=out), refresh_per_second=4)
+        self._console = Console(file=out, force_terminal=force_terminal)
+        self._live = Live(Group(self._progress, self._status), console=self._console, refresh_per_second=4)
 
     def start(self) -> None:
         self._live.start()
@@ -150,6 +151,8 @@ class RichView(View):
     def stop(self) -> None:
         self.update()
         self._live.stop()
+        if not self._console.is_terminal:  # rich ends the last frame with a newline only on a terminal
+            self._console.line()
 
 
 ViewFactory = Callable[[Tracker], View]

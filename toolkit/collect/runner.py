@@ -12,17 +12,17 @@ cancels the calls in flight, checkpoints and reports an interrupted run.
 from __future__ import annotations
 
 import asyncio
-import gc
-import signal
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, Awaitable, Iterator
+from typing import Any, Iterator
 
 from toolkit import protocol
 from toolkit.collect.client import (AdaptiveLimit, CallFailed, CallStats, ChatClient, Completion, EndpointFatal,
                                    now_iso)
+from toolkit.collect.batch_state import refuse_pending
 from toolkit.collect.judge import CaseToJudge, InvalidJudgeReply, parse_decisions
+from toolkit.collect.loop import interruptible, quiet_gc, run_sync
 from toolkit.collect.plan import Plan, StoredAnswer, StoredWork, make_plan, read_stored_work
 from toolkit.collect.progress import Counts, Tracker, View, ViewFactory, view_factory
 from toolkit.collect.settings import CollectSettings, Endpoint
@@ -47,6 +47,7 @@ class RunReport:
     interrupted: bool
     elapsed_s: float
     answering: bool = True
+    notes: tuple[str, ...] = ()  # e.g. journal lines that could not be stored and were set aside
 
     def line(self) -> str:
         if self.answering:
@@ -59,6 +60,7 @@ class RunReport:
                                                   (self.judge_errors, "judge errors"),
                                                   (self.reasks, "invalid judge replies re-asked"),
                                                   (self.unanswerable, "cases without a stored answer")) if n]
+        problems += self.notes
         return done + (f"; {', '.join(problems)}" if problems else "") + f" in {self.elapsed_s:.1f}s"
 
 
@@ -143,6 +145,7 @@ class Collector:
             row.update(seq=self.work.next_seq(), started_at=started_at, finished_at=now_iso(), error=failure.error)
             self.journal.append("answers", row)
             self.counts.answer_errors += 1
+            self.counts.judgments_total -= len(self.passes.get(case.case_id, ()))  # no answer, nothing to judge
             self._advance(answers=1)
             return None
         row.update(seq=self.work.next_seq(), answer=call.text, answer_temperature=call.temperature,
@@ -254,8 +257,10 @@ def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = No
     """Collect several runs in one event loop (each under its lock); reports in job order.
 
     ``prepare(store, job)`` runs under the lock once the journal is recovered and the keys are found
-    (the CLI uses it to write the dataset and the runs row, or to refuse a mismatched resume). Raises EndpointFatal on a wrong key or
-    unknown model, after checkpointing what completed.
+    (the CLI uses it to write the dataset and the runs row, or to refuse a mismatched resume). Raises
+    EndpointFatal on a wrong key or unknown model, after checkpointing what completed, and PendingBatch
+    when a run has a batch in flight (a direct run would pay for its calls again). Runs on a thread of
+    its own when called inside a running event loop (a notebook).
     """
     started = time.monotonic()
     concurrency = max(j.settings.concurrency for j in jobs)
@@ -268,6 +273,7 @@ def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = No
             journal = RunJournal(store, job.settings.run_id)
             journal.recover()
             journals.append(journal)
+            refuse_pending(journal.folder, job.settings.run_id)
             work = read_stored_work(store, job.settings.run_id)
             plan = make_plan(list(job.cases), work, job.settings.judge_model, job.settings.judge_passes, job.answer)
             clients = pool.for_job(job.settings, plan)  # a missing key fails here, before anything is written
@@ -282,7 +288,7 @@ def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = No
         interval = min(j.settings.checkpoint_s for j in jobs)
         try:
             with quiet_gc():
-                interrupted = asyncio.run(_drive(collectors, journals, pool, view, interval))
+                interrupted = run_sync(lambda: _drive(collectors, journals, pool, view, interval))
         finally:
             for journal in journals:
                 journal.close()
@@ -290,64 +296,13 @@ def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = No
     return [RunReport(c.settings.run_id, c.plan.judge_model, c.counts.answers_done - c.counts.answer_errors,
                       c.counts.answer_errors, c.counts.judgments_done - c.counts.judge_errors, c.counts.judge_errors,
                       c.counts.reasks, c.plan.skipped_answers, c.plan.skipped_judgments, c.plan.unanswerable,
-                      interrupted, elapsed, c.plan.answering) for c in collectors]
+                      interrupted, elapsed, c.plan.answering, quarantine_notes(c.journal)) for c in collectors]
 
 
-@contextmanager
-def quiet_gc(gen0_threshold: int = 20_000) -> Iterator[None]:
-    """Keep the cyclic garbage collector off the event loop while calls are in flight.
-
-    The SDK allocates thousands of short-lived objects per call; with the default thresholds a
-    collection runs every few calls and, now and then, a full pass over every object the process holds
-    (polars, pyarrow and the SDK's models included) stalls the loop for tens of milliseconds while a hundred replies
-    wait. Freezing what exists before the run takes it out of those passes; a larger first-generation
-    threshold makes collections rare. Both are undone afterwards.
-    """
-    old = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(old[0], gen0_threshold), old[1], old[2])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
-        gc.unfreeze()
-
-
-async def interruptible(work: Awaitable[None]) -> bool:
-    """Await ``work``; True when SIGINT/SIGTERM cancelled it (its own cleanup has run by then)."""
-    loop = asyncio.get_running_loop()
-    main = asyncio.current_task()
-    assert main is not None
-    stopped = False
-
-    def stop() -> None:
-        nonlocal stopped
-        if not stopped:
-            stopped = True
-            main.cancel()
-
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop)
-            installed.append(sig)
-        except (ValueError, RuntimeError, NotImplementedError):  # not the main thread
-            pass
-    try:
-        await work
-    except asyncio.CancelledError:
-        if not stopped:
-            raise
-        main.uncancel()
-    except BaseExceptionGroup as failures:
-        fatal = _first(failures, EndpointFatal)
-        if fatal is not None:
-            raise fatal from None
-        raise
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-    return stopped
+def quarantine_notes(journal: RunJournal) -> tuple[str, ...]:
+    """Report-line notes about journal lines ``recover`` could not store and set aside."""
+    return tuple(f"{n} journal line(s) that could not be stored were moved to {path}"
+                 for path, n in journal.quarantined.items())
 
 
 async def _drive(collectors: list[Collector], journals: list[RunJournal], pool: ClientPool, view: View,
@@ -369,19 +324,8 @@ async def _drive(collectors: list[Collector], journals: list[RunJournal], pool: 
     ticker = asyncio.create_task(checkpoints())
     view.start()
     try:
-        return await interruptible(everything())
+        return await interruptible(everything(), (EndpointFatal,))
     finally:
         ticker.cancel()
         view.stop()
         await pool.close()
-
-
-def _first(group: BaseExceptionGroup, kind: type[BaseException]) -> BaseException | None:
-    for error in group.exceptions:
-        if isinstance(error, kind):
-            return error
-        if isinstance(error, BaseExceptionGroup):
-            found = _first(error, kind)
-            if found is not None:
-                return found
-    return None

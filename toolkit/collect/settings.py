@@ -7,6 +7,7 @@ in a settings object, a file or a message: settings carry variable NAMES only.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,9 +132,21 @@ def load_providers(path: str | os.PathLike[str] | None = None) -> ProviderTable:
                          int(estimate.get("judge_completion_tokens_per_item", 14)), source)
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_env_name(name: str | None, flag: str) -> None:
+    """SettingsError when ``name`` is not an environment variable name. The value is never echoed:
+    a key pasted where its variable's name belongs must not end up in a terminal or a log."""
+    if name is not None and not _ENV_NAME.fullmatch(name):
+        raise SettingsError(f"{flag}: expects the NAME of an environment variable (letters, digits and _, not "
+                            "starting with a digit), not the key itself; the value given is not shown")
+
+
 def resolve_endpoint(table: ProviderTable, model: str, base_url: str | None, key_env: str | None,
                      flag: str = "--base-url") -> Endpoint:
     """The endpoint of ``model``; an explicit URL takes its key only from ``key_env``."""
+    check_env_name(key_env, "--judge-api-key-env" if flag == "--judge-base-url" else "--api-key-env")
     if base_url:
         return Endpoint("custom", base_url.rstrip("/"), (key_env,) if key_env else ())
     entry = table.match(model) or {"name": table.default.get("name", "default"), **table.default}
@@ -149,6 +162,7 @@ def resolve_judge_endpoint(table: ProviderTable, answer_model: str, answer: Endp
                            base_url: str | None, key_env: str | None) -> Endpoint:
     """The judge's endpoint: explicit flags, else the answer endpoint when both models belong to the
     same named provider (sim/ with sim/, accounts/ with accounts/), else the judge's own provider."""
+    check_env_name(key_env, "--judge-api-key-env")
     if base_url:
         return resolve_endpoint(table, judge_model, base_url, key_env, "--judge-base-url")
     same = table.match(judge_model)

@@ -42,6 +42,7 @@ class SimConfig:
     retry_after_s: float = 0.05  # advertised by 429 replies
     api_key: str | None = None  # when set, any other bearer key gets 401
     batch_delay_s: float = 0.05  # how long a batch stays in each intermediate status
+    batch_failures: int = 0  # the first N batches fail as a whole (as when a provider rejects one)
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host):
@@ -56,6 +57,8 @@ class SimConfig:
         for name in ("latency_ms", "timeout_hold_s", "retry_after_s", "batch_delay_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"sim {name} {getattr(self, name)}: must not be negative")
+        if self.batch_failures < 0:
+            raise ValueError(f"sim batch_failures {self.batch_failures}: must not be negative")
         if self.api_key is not None and not self.api_key:
             raise ValueError("sim api_key: must be non-empty when given")
 

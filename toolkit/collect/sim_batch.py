@@ -84,6 +84,7 @@ class BatchState:
         self.files: dict[str, SimFile] = {}
         self.batches: dict[str, SimBatch] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        self.failures_left = provider.config.batch_failures
 
     def add_file(self, filename: str, purpose: str, data: bytes) -> SimFile:
         made = SimFile(f"file-{uuid.uuid4().hex[:24]}", filename, purpose, data, int(time.time()))
@@ -106,6 +107,10 @@ class BatchState:
         if batch.cancel_requested:
             return self._cancelled(batch, [], [])
         lines, problems = _parse_input(self.files[batch.input_file_id].data)
+        if self.failures_left > 0 and not problems:
+            self.failures_left -= 1
+            problems = [{"code": "server_error", "message": "The batch could not be processed (simulated failure).",
+                         "param": None, "line": None}]
         if problems:
             batch.errors = {"object": "list", "data": problems}
             batch.mark("failed")
