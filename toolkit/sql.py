@@ -12,7 +12,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from toolkit.selection import per_case, read_runs, scored_passes
+from toolkit.selection import latest_valid_decisions, per_case, read_runs, scored_passes
 from toolkit.store import Store
 from toolkit.summary import SummaryOptions, resolve_order, summarize_data
 from toolkit.tables import TABLES
@@ -45,7 +45,7 @@ def derived_frames(store: Store, run_ids: list[str], wanted: tuple[str, ...],
     data = read_runs(store, run_ids, texts=False)
     out: dict[str, pl.DataFrame] = {}
     if "pass_scores" in wanted:
-        out["pass_scores"] = scored_passes(data, data.decisions)
+        out["pass_scores"] = scored_passes(data, latest_valid_decisions(data.judgments, data.decisions))
     if "case_scores" in wanted:
         out["case_scores"] = per_case(data, options.selection)
     if "benchmark_scores" in wanted or "run_summary" in wanted:

@@ -142,9 +142,9 @@ def compare_matrix(matrix: CaseMatrix, settings: ResampleSettings = ResampleSett
     }).with_columns(rank=pl.Series(_competition_ranks(observed)).cast(pl.Int64))
     unit_frame = unit_frame[order.tolist()].select("unit", "rank", pl.exclude("unit", "rank"))
     pairs = pairwise(matrix, res, boot.benchmark, boot.overall, first, second, per_benchmark)
-    common = np.stack([(matrix.present[first][:, s] * matrix.present[second][:, s]).sum(axis=1)
-                       for s in matrix.slices], axis=1) if matrix.slices else np.zeros((first.size, 0))
-    sizes = np.concatenate([counts.ravel(), common.ravel()])
+    both = matrix.present[first] * matrix.present[second]
+    common = np.stack([both[:, s].sum(axis=1) for s in matrix.slices], axis=1) if matrix.slices else both[:, :0]
+    sizes = np.concatenate([counts.ravel(), common.ravel()])  # cases per benchmark of each unit and pair
     notes = []
     if len(units) == 1:
         notes.append(f"a single {label} ({units[0]}): there is no pair to compare")
