@@ -11,21 +11,23 @@ import numpy as np
 import polars as pl
 
 
+def _ranked(p_values: np.ndarray | list[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(p as floats, an all-NaN output, positions of the finite p-values in ascending order)."""
+    p = np.asarray(p_values, dtype=np.float64)
+    finite = np.flatnonzero(~np.isnan(p))
+    return p, np.full(p.shape, np.nan), finite[np.argsort(p[finite], kind="stable")]
+
+
 def holm(p_values: np.ndarray | list[float]) -> np.ndarray:
     """Holm's step-down adjustment (controls the family-wise error under any dependence).
 
     With the m finite p-values sorted ascending, p_(k) becomes max over j <= k of
     min(1, (m - j + 1) * p_(j)).
     """
-    p = np.asarray(p_values, dtype=np.float64)
-    out = np.full(p.shape, np.nan)
-    finite = np.flatnonzero(~np.isnan(p))
-    m = finite.size
-    if m == 0:
-        return out
-    order = finite[np.argsort(p[finite], kind="stable")]
-    scaled = np.minimum(1.0, (m - np.arange(m)) * p[order])
-    out[order] = np.maximum.accumulate(scaled)
+    p, out, order = _ranked(p_values)
+    m = order.size
+    if m:
+        out[order] = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p[order]))
     return out
 
 
@@ -35,15 +37,11 @@ def benjamini_hochberg(p_values: np.ndarray | list[float]) -> np.ndarray:
     With the m finite p-values sorted ascending, p_(k) becomes min over j >= k of
     min(1, m / j * p_(j)).
     """
-    p = np.asarray(p_values, dtype=np.float64)
-    out = np.full(p.shape, np.nan)
-    finite = np.flatnonzero(~np.isnan(p))
-    m = finite.size
-    if m == 0:
-        return out
-    order = finite[np.argsort(p[finite], kind="stable")]
-    scaled = np.minimum(1.0, m / np.arange(1, m + 1) * p[order])
-    out[order] = np.minimum.accumulate(scaled[::-1])[::-1]
+    p, out, order = _ranked(p_values)
+    m = order.size
+    if m:
+        scaled = np.minimum(1.0, m / np.arange(1, m + 1) * p[order])
+        out[order] = np.minimum.accumulate(scaled[::-1])[::-1]
     return out
 
 
