@@ -28,11 +28,23 @@ import pyarrow.parquet as pq
 
 from toolkit.tables import DATASET_TABLES, RUN_TABLES, TABLES, to_arrow
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_STORE = PROJECT_ROOT / "data" / "results"
 _PART = re.compile(r"^(part|compact)-(\d{12})(?:-[0-9a-f]+)?\.parquet$")
 _SAFE = re.compile(r"[A-Za-z0-9_\-]")
 _MAX_SEGMENT = 120
+
+
+def default_store_path() -> Path:
+    """Where a command without ``--store`` reads and writes: ``$BEDSIDE_STORE``, else ``./data/results``
+    relative to the current directory (never inside the installed package)."""
+    chosen = os.environ.get("BEDSIDE_STORE")
+    return Path(chosen) if chosen else Path.cwd() / "data" / "results"
+
+
+def __getattr__(name: str) -> Path:
+    # Kept for callers written before default_store_path(): resolved when asked, from the current directory.
+    if name == "DEFAULT_STORE":
+        return default_store_path()
+    raise AttributeError(name)
 
 
 class StoreError(RuntimeError):
@@ -61,9 +73,8 @@ class Store:
 
     @classmethod
     def open(cls, root: str | os.PathLike[str] | None = None) -> "Store":
-        """The store at ``root``, else ``$BEDSIDE_STORE``, else ``data/results`` of the project."""
-        chosen = root if root is not None else os.environ.get("BEDSIDE_STORE") or DEFAULT_STORE
-        return cls(Path(chosen))
+        """The store at ``root``, else ``default_store_path()`` ($BEDSIDE_STORE, else ./data/results)."""
+        return cls(Path(root) if root is not None else default_store_path())
 
     # -- files -------------------------------------------------------------
 
