@@ -24,9 +24,40 @@ import polars as pl
 from toolkit import protocol
 from toolkit.tables import TABLES
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-SAMPLE_DATASET = PROJECT_ROOT / "data" / "sample"
-SCHEMA_DIR = PROJECT_ROOT / "schemas"
+PROJECT_ROOT = Path(__file__).resolve().parents[1]  # a source checkout's root (not used by installed wheels)
+
+
+@cache
+def resource_dir(package: str, checkout_folder: str, marker: str) -> Path:
+    """A folder shipped inside the package: ``toolkit._sample`` is ``data/sample`` and ``toolkit._schemas``
+    is ``schemas`` of the repository (mapped in setup.py), read through importlib.resources.
+
+    The top-level folder of the checkout is used only when the resource package cannot be imported:
+    running from a clone, or an editable install (whose finder cannot map a folder without
+    ``__init__.py`` inside a regular package). ``marker`` is a file the folder holds.
+    """
+    from importlib import resources
+
+    try:
+        # joinpath of a file gives a real path for a plain or a namespace (MultiplexedPath) resource package
+        found = Path(str(resources.files(package).joinpath(marker))).parent
+    except ModuleNotFoundError:
+        found = PROJECT_ROOT / checkout_folder
+    if not (found / marker).is_file():
+        raise DatasetError([Problem(str(found), marker, f"missing: the installed bedside package lacks its {package} "
+                                    "resources (reinstall it)")])
+    return found
+
+
+def sample_dataset_path() -> Path:
+    """The bundled sample dataset (a checkout in the upstream layout)."""
+    return resource_dir("toolkit._sample", "data/sample", "registry.json")
+
+
+def schema_path(method: str) -> Path:
+    """The JSON Schema of a grading method's case objects."""
+    name = f"case.{method}.schema.json"
+    return resource_dir("toolkit._schemas", "schemas", name) / name
 
 
 @dataclass(frozen=True)
@@ -103,7 +134,7 @@ def item_id_for(prompt: str, index: int) -> str:
 
 def default_dataset_path() -> Path:
     env = os.environ.get("BEDSIDE_DATASET")
-    return Path(env) if env else SAMPLE_DATASET
+    return Path(env) if env else sample_dataset_path()
 
 
 def load_dataset(path: str | os.PathLike[str] | None = None) -> Dataset:
@@ -281,7 +312,7 @@ def _load_case_file(path: Path, problems: list[Problem]) -> Located:
 
 @cache
 def _validator(method: str) -> jsonschema.protocols.Validator:
-    schema = json.loads((SCHEMA_DIR / f"case.{method}.schema.json").read_text(encoding="utf-8"))
+    schema = json.loads(schema_path(method).read_text(encoding="utf-8"))
     return jsonschema.Draft202012Validator(schema)
 
 
