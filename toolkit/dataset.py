@@ -22,6 +22,8 @@ import jsonschema
 import polars as pl
 
 from toolkit import protocol
+from toolkit.inputs import (DATASET_FILE_LIMIT, InputError, field_path, inside, is_plain_name, open_regular,
+                            parse_json, read_text, shorten)
 from toolkit.tables import TABLES
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]  # a source checkout's root (not used by installed wheels)
@@ -143,7 +145,7 @@ def load_dataset(path: str | os.PathLike[str] | None = None) -> Dataset:
     problems: list[Problem] = []
     if source.is_dir():
         located, known = _load_checkout(source, problems)
-    elif source.is_file():
+    elif os.path.lexists(source):  # a file; a FIFO, device or dangling link gets its own line from the reader
         located, known = _load_case_file(source, problems), set(protocol.BENCHMARK_METHODS)
     else:
         raise DatasetError([Problem(str(source), "path", "no such dataset file or directory")])
@@ -169,31 +171,30 @@ def validate_dataset(path: str | os.PathLike[str] | None = None) -> list[Problem
 Located = list[tuple[str, dict[str, Any]]]  # (where the case came from, case object)
 
 
-def _read_json(path: Path, problems: list[Problem]) -> Any:
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as error:
-        problems.append(Problem(str(path), "encoding", f"not UTF-8 (byte {error.start})"))
-        return None
-    except OSError as error:
-        problems.append(Problem(str(path), "file", error.strerror or str(error)))
-        return None
-    if not text.strip():
-        problems.append(Problem(str(path), "content", "empty file"))
+def _read_json(path: Path, problems: list[Problem], root: Path | None = None) -> Any:
+    """A checkout's JSON file, or None after adding a problem. ``root`` (resolved): the file must
+    lie inside it once symlinks are resolved."""
+    if root is not None and not inside(root, path):
+        problems.append(Problem(str(path), "file", "resolves outside the dataset root (a symlink?); not read"))
         return None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        problems.append(Problem(str(path), f"line {error.lineno} column {error.colno}", f"invalid JSON: {error.msg}"))
+        text = read_text(path, DATASET_FILE_LIMIT)
+        if not text.strip():
+            problems.append(Problem(str(path), "content", "empty file"))
+            return None
+        return parse_json(text, str(path), empty="case")
+    except InputError as error:
+        problems.append(Problem(error.file, error.field, error.message))
         return None
 
 
 def _load_checkout(root: Path, problems: list[Problem]) -> tuple[Located, set[str]]:
     registry_path = root / "registry.json"
-    if not registry_path.is_file():
+    if not os.path.lexists(registry_path):
         problems.append(Problem(str(root), "registry.json", "not a dataset checkout (registry.json missing)"))
         return [], set()
-    registry = _read_json(registry_path, problems)
+    real_root = root.resolve()
+    registry = _read_json(registry_path, problems, real_root)
     if registry is None:
         return [], set()
     panels = registry.get("panels") if isinstance(registry, dict) else None
@@ -216,13 +217,18 @@ def _load_checkout(root: Path, problems: list[Problem]) -> tuple[Located, set[st
         elif protocol.BENCHMARK_METHODS.get(name, method) != method:
             problems.append(Problem(str(registry_path), f"{where}.grading_method",
                                     f"{name} is graded by {protocol.BENCHMARK_METHODS[name]}, not {method}"))
-        located += _load_panel(root / panel["path"], name, method, problems)
+        folder = root / panel["path"]
+        if "\0" in panel["path"] or not inside(real_root, folder):
+            problems.append(Problem(str(registry_path), f"{where}.path",
+                                    f"{shorten(repr(panel['path']))} is outside the dataset root"))
+            continue
+        located += _load_panel(folder, name, method, problems, real_root)
     return located, seen_panels
 
 
-def _load_panel(folder: Path, name: str, method: str, problems: list[Problem]) -> Located:
+def _load_panel(folder: Path, name: str, method: str, problems: list[Problem], root: Path) -> Located:
     manifest_path = folder / "manifest.json"
-    manifest = _read_json(manifest_path, problems)
+    manifest = _read_json(manifest_path, problems, root)
     if manifest is None:
         return []
     mf = str(manifest_path)
@@ -240,24 +246,27 @@ def _load_panel(folder: Path, name: str, method: str, problems: list[Problem]) -
         problems.append(Problem(mf, "case_ids", f"case {dup} listed twice"))
     located: Located = []
     cases_dir = folder / "cases"
-    for case_id in ids:
+    for index, case_id in enumerate(ids):
+        if not is_plain_name(case_id):  # a case id names a file in cases/, never a path
+            problems.append(Problem(mf, f"case_ids[{index}]", f"{shorten(repr(case_id))} is not a plain file name"))
+            continue
         path = cases_dir / f"{case_id}.json"
-        if not path.is_file():
+        if not os.path.lexists(path):
             problems.append(Problem(mf, "case_ids", f"case file {path} is missing"))
             continue
-        located += _panel_case(path, name, method, problems)
+        located += _panel_case(path, name, method, problems, root)
     listed = set(ids)
     extra = sorted(p for p in cases_dir.glob("*.json") if p.stem not in listed) if cases_dir.is_dir() else []
     for path in extra:  # the reference adds unlisted held-out cases and ignores the rest
-        case = _read_json(path, problems)
+        case = _read_json(path, problems, root)
         if isinstance(case, dict) and case.get("split") == "test":
-            located += _panel_case(path, name, method, problems, case)
+            located += _panel_case(path, name, method, problems, root, case)
     return located
 
 
-def _panel_case(path: Path, name: str, method: str, problems: list[Problem],
+def _panel_case(path: Path, name: str, method: str, problems: list[Problem], root: Path,
                 case: Any = None) -> Located:
-    case = _read_json(path, problems) if case is None else case
+    case = _read_json(path, problems, root) if case is None else case
     if case is None:
         return []
     if not isinstance(case, dict):
@@ -273,39 +282,45 @@ def _panel_case(path: Path, name: str, method: str, problems: list[Problem],
 
 
 def _load_case_file(path: Path, problems: list[Problem]) -> Located:
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            rows = pq.read_table(path).to_pylist()
-        except Exception as error:  # pyarrow raises several types for a damaged file
-            problems.append(Problem(str(path), "file", f"unreadable Parquet: {error}"))
-            return []
-        return [(f"{path} row {i + 1}", row) for i, row in enumerate(rows)]
     try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as error:
-        problems.append(Problem(str(path), "encoding", f"not UTF-8 (byte {error.start})"))
-        return []
-    if not text.strip():
-        problems.append(Problem(str(path), "content", "empty file"))
-        return []
-    if path.suffix == ".json":
-        data = _read_json(path, problems)
-        data = data.get("cases") if isinstance(data, dict) else data
-        if not isinstance(data, list):
-            problems.append(Problem(str(path), "cases", "expected a list of case objects"))
+        if path.suffix == ".parquet":
+            return _load_parquet(path, problems)
+        text = read_text(path, DATASET_FILE_LIMIT)
+        if not text.strip():
+            problems.append(Problem(str(path), "content", "empty file"))
             return []
-        return [(f"{path} case {i + 1}", c) for i, c in enumerate(data)]
+        if path.suffix == ".json":
+            data = parse_json(text, str(path), empty="cases")
+            data = data.get("cases") if isinstance(data, dict) else data
+            if not isinstance(data, list):
+                problems.append(Problem(str(path), "cases", "expected a list of case objects"))
+                return []
+            return [(f"{path} case {i + 1}", c) for i, c in enumerate(data)]
+    except InputError as error:
+        problems.append(Problem(error.file, error.field, error.message))
+        return []
     located: Located = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            located.append((f"{path}:{number}", json.loads(line)))
-        except json.JSONDecodeError as error:
-            problems.append(Problem(f"{path}:{number}", f"column {error.colno}", f"line is not JSON: {error.msg}"))
+            located.append((f"{path}:{number}", parse_json(line, f"{path}:{number}", position="column {column}",
+                                                           empty="case", invalid="line is not JSON")))
+        except InputError as error:
+            problems.append(Problem(error.file, error.field, error.message))
     return located
+
+
+def _load_parquet(path: Path, problems: list[Problem]) -> Located:
+    import pyarrow.parquet as pq
+
+    with open_regular(path, DATASET_FILE_LIMIT) as handle:
+        try:
+            rows = pq.read_table(handle).to_pylist()
+        except Exception as error:  # pyarrow raises several types for a damaged file
+            problems.append(Problem(str(path), "file", f"unreadable Parquet: {shorten(str(error))}"))
+            return []
+    return [(f"{path} row {i + 1}", row) for i, row in enumerate(rows)]
 
 
 # -- checking --------------------------------------------------------------
@@ -314,13 +329,6 @@ def _load_case_file(path: Path, problems: list[Problem]) -> Located:
 def _validator(method: str) -> jsonschema.protocols.Validator:
     schema = json.loads(schema_path(method).read_text(encoding="utf-8"))
     return jsonschema.Draft202012Validator(schema)
-
-
-def _field_path(parts: Iterable[Any]) -> str:
-    out = ""
-    for part in parts:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "case"
 
 
 def _check_cases(located: Located, known: set[str], problems: list[Problem]) -> None:
@@ -338,7 +346,7 @@ def _check_cases(located: Located, known: set[str], problems: list[Problem]) -> 
             continue
         errors = sorted(_validator(method).iter_errors(case), key=lambda e: list(e.absolute_path))
         for error in errors:
-            problems.append(Problem(where, _field_path(error.absolute_path), error.message))
+            problems.append(Problem(where, field_path(error.absolute_path, "case"), shorten(error.message)))
         if errors:
             continue
         benchmark = case["benchmark"]

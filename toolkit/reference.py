@@ -12,6 +12,7 @@ import polars as pl
 
 from toolkit import protocol
 from toolkit.dataset import Dataset, Problem
+from toolkit.inputs import RESULT_FILE_LIMIT, InputError, decode_utf8, open_regular, parse_json, shorten
 from toolkit.scoring import pass_scores, reference_components
 from toolkit.selection import JudgeSelection, read_runs, select_judgments
 from toolkit.store import Store, StoreError
@@ -50,11 +51,14 @@ def now_iso() -> str:
 
 
 def read_result_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, row) of a reference JSONL file; ImportError_ on unreadable content."""
+    """(line number, row) of a reference JSONL file; ImportError_ on unreadable content. Only a regular
+    file of at most RESULT_FILE_LIMIT bytes is read; every value must be one a table can hold
+    (``toolkit.inputs.parse_json``: finite numbers, 64-bit integers, bounded nesting, UTF-8 text)."""
     try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise ImportError_([Problem(str(path), "encoding", f"not UTF-8 (byte {error.start})")]) from None
+        with open_regular(path, RESULT_FILE_LIMIT) as handle:
+            text = decode_utf8(handle.read(), str(path))
+    except InputError as error:
+        raise ImportError_([Problem(error.file, error.field, error.message)]) from None
     except OSError as error:
         raise ImportError_([Problem(str(path), "file", error.strerror or str(error))]) from None
     rows, problems = [], []
@@ -62,9 +66,9 @@ def read_result_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            problems.append(Problem(f"{path}:{number}", f"column {error.colno}", f"line is not JSON: {error.msg}"))
+            row = parse_json(line, f"{path}:{number}", position="column {column}", invalid="line is not JSON")
+        except InputError as error:
+            problems.append(Problem(error.file, error.field, error.message))
             continue
         if not isinstance(row, dict):
             problems.append(Problem(f"{path}:{number}", "row", "must be a JSON object"))
@@ -85,6 +89,8 @@ def _check_row(where: str, row: dict, dataset: Dataset, seen: dict[str, Any], pr
     case_id = row.get("case_id")
     if not isinstance(case_id, str) or not case_id:
         bad("case_id", "missing or not a string")
+        return True
+    if not _check_types(row, bad):
         return True
     for key in ("answer_model", "judge_model", "protocol_version"):
         value = row.get(key)
@@ -112,10 +118,60 @@ def _check_row(where: str, row: dict, dataset: Dataset, seen: dict[str, Any], pr
         return True
     if not isinstance(row.get("answer"), str):
         bad("answer", "missing or not a string")
-    if not isinstance(row["score"], (int, float)) or isinstance(row["score"], bool):
-        bad("score", "not a number")
+    if not _is_number(row["score"]):
+        bad("score", f"{_kind(row['score'])}, not a number")
+    elif not 0 <= row["score"] <= 1:
+        bad("score", f"{row['score']!r} is outside [0, 1]")
     _check_decisions(where, row.get("decisions"), case, bad)
     return True
+
+
+# Fields a row may carry, by the type the store keeps them as; null is always allowed.
+_TEXT_FIELDS = ("protocol_version", "benchmark", "grading_method", "answer_model", "judge_model",
+                "answer_reasoning_effort")
+_TIME_FIELDS = ("started_at", "finished_at")
+_NUMBER_FIELDS = ("answer_temperature", "judge_temperature", "elapsed_seconds")  # non-negative
+
+
+def _check_types(row: dict, bad) -> bool:
+    """Every stored field of a row has the type of its column (numbers are finite: parse_json);
+    False after reporting the first one that does not."""
+    for key in _TEXT_FIELDS:
+        if row.get(key) is not None and not isinstance(row[key], str):
+            bad(key, f"{_kind(row[key])}, but must be a string or null")
+            return False
+    for key in _TIME_FIELDS:
+        value = row.get(key)
+        if value is not None and not (isinstance(value, str) and _is_iso_time(value)):
+            shown = shorten(repr(value), 60) if isinstance(value, str) else _kind(value)
+            bad(key, f"{shown}, but must be ISO-8601 time text (as 2026-01-31T12:00:00+00:00) or null")
+            return False
+    for key in _NUMBER_FIELDS:
+        value = row.get(key)
+        if value is not None and not (_is_number(value) and value >= 0):
+            bad(key, f"{shorten(repr(value), 60) if _is_number(value) else _kind(value)}, "
+                     "but must be a non-negative number or null")
+            return False
+    return True
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_iso_time(text: str) -> bool:
+    try:
+        dt.datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, for a message (never the value itself: it may be huge)."""
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list", dict: "an object"}
+    return f"{shorten(repr(value), 60)} ({names.get(type(value), type(value).__name__)})" \
+        if isinstance(value, (bool, int, float)) else names.get(type(value), type(value).__name__)
 
 
 def _check_decisions(where: str, decisions: Any, case: dict, bad) -> None:
