@@ -12,10 +12,10 @@ import pytest
 from scipy import stats
 
 from tests.analysis_sim import write_run
-from toolkit.analysis.compare import CompareOptions, _competition_ranks, compare, compare_matrix, resample_units
+from toolkit.analysis.compare import CompareOptions, _competition_ranks, compare, compare_matrix
 from toolkit.analysis.matrix import from_arrays
-from toolkit.analysis.paired import (ResampleSettings, draw_resamples, percentile_interval, sign_test_p,
-                                     two_sided_p)
+from toolkit.analysis.paired import ResampleSettings, draw_resamples
+from toolkit.analysis.paired_t import paired_t, sign_test_p
 from toolkit.analysis.pairs import pairwise
 from toolkit.analysis.wilcoxon import wilcoxon_p
 from toolkit.cli import main
@@ -186,8 +186,9 @@ def test_shared_resamples_draw_whole_strata() -> None:
     assert all(np.array_equal(x, y) for x, y in zip(res.counts, again.counts))
 
 
-def test_pairwise_equals_a_plain_loop_over_pairs_and_resamples() -> None:
-    """Broadcast pairs (same cases) and ratio pairs (different cases) both match the definition."""
+def test_pairwise_equals_a_plain_loop_over_pairs() -> None:
+    """Pairs with the same cases and with different cases both match the definition, computed one pair and
+    one benchmark at a time: scipy's paired t-test per benchmark, the stratified t over benchmarks."""
     rng = np.random.default_rng(11)
     sizes = {"a": 6, "b": 5, "c": 4}
     scores = rng.random((4, 15)).round(2)
@@ -195,71 +196,78 @@ def test_pairwise_equals_a_plain_loop_over_pairs_and_resamples() -> None:
     present[1, [0, 7]] = 0  # unit 1 misses a case in a and in b
     present[3, 11:15] = 0  # unit 3 has nothing in benchmark c
     matrix = from_arrays(scores, sizes, present=present)
-    res = matrix.resamples(ResampleSettings(200, 5))
-    boot = resample_units(matrix, res)
     first, second = (np.array(side) for side in zip(*combinations(range(4), 2)))
-    table = pairwise(matrix, res, boot.benchmark, boot.overall, first, second, per_benchmark=True)
-    for k, (i, j) in enumerate(zip(first, second)):
-        per_bench, observed = [], []
-        # Case differences on the pair's common cases, NaN elsewhere: what the p-value's corrections use.
-        cases = np.where(present[i] * present[j] > 0, scores[i] - scores[j], np.nan)[None, :]
+    table = pairwise(matrix, first, second, per_benchmark=True)
+    for i, j in zip(first, second):
+        means, variances, dfs = [], [], []
         for b, s in enumerate(matrix.slices):
-            common = present[i, s] * present[j, s]
-            if common.sum() == 0:
+            common = (present[i, s] * present[j, s]) > 0
+            if not common.any():
                 continue
-            diff = (scores[i, s] - scores[j, s]) * common
-            samples = np.array([(c * diff).sum() / (c * common).sum() if (c * common).sum() else np.nan
-                                for c in res.counts[b].T])
-            per_bench.append(samples)
-            observed.append(diff.sum() / common.sum())
+            a_scores, b_scores = scores[i, s][common], scores[j, s][common]
+            d = a_scores - b_scores
+            means.append(d.mean())
+            variances.append(d.var(ddof=1) / d.size)
+            dfs.append(d.size - 1)
             row = table.filter((pl.col("benchmark") == matrix.benchmarks[b]) & (pl.col("run_a") == f"u{i}")
                                & (pl.col("run_b") == f"u{j}")).row(0, named=True)
-            lo, hi = percentile_interval(samples[None, :])
-            assert row["delta"] == pytest.approx(observed[-1])
-            assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo[0], hi[0]))
-            assert row["p_value"] == pytest.approx(two_sided_p(samples[None, :], np.array([observed[-1]]),
-                                                               cases[:, s])[0], nan_ok=True)
-        overall = np.mean(per_bench, axis=0)
+            ttest = stats.ttest_rel(a_scores, b_scores)
+            low, high = ttest.confidence_interval(0.95)
+            assert row["delta"] == pytest.approx(d.mean(), abs=1e-12)
+            assert row["n_cases"] == d.size and row["df"] == d.size - 1
+            assert row["p_value"] == pytest.approx(ttest.pvalue, rel=1e-9)
+            assert (row["ci_low"], row["ci_high"]) == pytest.approx((low, high), rel=1e-9)
         row = table.filter((pl.col("benchmark") == "overall") & (pl.col("run_a") == f"u{i}")
                            & (pl.col("run_b") == f"u{j}")).row(0, named=True)
-        lo, hi = percentile_interval(overall[None, :])
-        assert row["delta"] == pytest.approx(np.mean(observed))
-        assert (row["ci_low"], row["ci_high"]) == pytest.approx((lo[0], hi[0]))
-        assert row["p_value"] == pytest.approx(two_sided_p(overall[None, :], np.array([np.mean(observed)]), cases,
-                                                           matrix.slices)[0])
+        k, v = len(means), np.array(variances)
+        se = np.sqrt(v.sum()) / k
+        df = v.sum() ** 2 / (v ** 2 / np.array(dfs)).sum()
+        half = stats.t.ppf(0.975, df) * se
+        assert row["delta"] == pytest.approx(np.mean(means), abs=1e-12)
+        assert (row["se"], row["df"]) == pytest.approx((se, df), rel=1e-9)
+        assert row["p_value"] == pytest.approx(2 * stats.t.sf(abs(np.mean(means)) / se, df), rel=1e-9)
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx((np.mean(means) - half, np.mean(means) + half))
+        assert row["mdd80"] == pytest.approx((stats.t.ppf(0.975, df) + stats.t.ppf(0.8, df)) * se, rel=1e-9)
 
 
-def test_p_value_definition_by_hand() -> None:
-    boot = np.array([[-1.0, 0.0, 1.0, 2.0, 3.0]])  # sd (ddof 1) = sqrt(2.5)
-    cases = np.array([[0.0, 0.5, 1.0, 1.5, 2.0]])  # one benchmark of 5 cases: variance inflated by 5 / 4
-    z = 1.0 / np.sqrt(2.5 * 5 / 4)
-    assert two_sided_p(boot, np.array([1.0]), cases)[0] == pytest.approx(2 * stats.norm.sf(z))
-    assert two_sided_p(boot, np.array([-1.0]), -cases)[0] == pytest.approx(2 * stats.norm.sf(z))
-    # Two benchmarks (3 and 2 cases): each one's plug-in variance share inflated by m / (m - 1).
+def test_paired_t_by_hand() -> None:
+    cases = np.array([[0.0, 0.5, 1.0, 1.5, 2.0]])  # one benchmark of 5 cases: mean 1, s^2 = 0.625
+    t = paired_t(cases)
+    se = np.sqrt(0.625 / 5)
+    assert (t.delta[0], t.se[0], t.df[0]) == pytest.approx((1.0, se, 4.0))
+    assert t.p_value[0] == pytest.approx(2 * stats.t.sf(1.0 / se, 4))
+    assert (t.ci_low[0], t.ci_high[0]) == pytest.approx((1 - stats.t.ppf(0.975, 4) * se, 1 + stats.t.ppf(0.975, 4) * se))
+    assert paired_t(-cases).p_value[0] == pytest.approx(t.p_value[0])
+    # Two benchmarks (3 and 2 cases): the macro mean's variance is sum(s_b^2 / m_b) / B^2; Welch df.
     cases = np.array([[0.1, 0.4, 0.4, -0.2, 0.6]])
-    strata = (slice(0, 3), slice(3, 5))
-    v_a, v_b = np.var(cases[0, :3]) / 3, np.var(cases[0, 3:]) / 2
-    factor = (v_a * 3 / 2 + v_b * 2 / 1) / (v_a + v_b)
-    assert two_sided_p(boot, np.array([1.0]), cases, strata)[0] == pytest.approx(
-        2 * stats.norm.sf(1.0 / np.sqrt(2.5 * factor)))
-    assert two_sided_p(np.zeros((1, 9)), np.array([0.0]), np.zeros((1, 4)))[0] == 1.0  # identical runs
-    assert two_sided_p(np.array([[np.nan, 1.0, 3.0]]), np.array([2.0]), np.array([[1.0, 3.0]]))[0] == pytest.approx(
-        2 * stats.norm.sf(2 / (np.sqrt(2) * np.sqrt(2))))
-    assert np.isnan(two_sided_p(np.array([[np.nan, 1.0]]), np.array([1.0]), np.array([[1.0, 3.0]]))[0])
-    # Far below 2 / (B + 1): a 435-test family can still be Holm-corrected.
+    t = paired_t(cases, (slice(0, 3), slice(3, 5)))
+    v = np.array([np.var(cases[0, :3], ddof=1) / 3, np.var(cases[0, 3:], ddof=1) / 2])
+    assert t.delta[0] == pytest.approx((0.3 + 0.2) / 2)
+    assert t.se[0] == pytest.approx(np.sqrt(v.sum()) / 2)
+    assert t.df[0] == pytest.approx(v.sum() ** 2 / (v[0] ** 2 / 2 + v[1] ** 2 / 1))
+    # Missing cases are left out; fewer than 2 common cases: nothing but delta.
+    assert paired_t(np.array([[np.nan, 1.0, 3.0]])).p_value[0] == pytest.approx(stats.ttest_1samp([1, 3], 0).pvalue)
+    single = paired_t(np.array([[np.nan, 1.0]]))
+    assert single.delta[0] == 1.0 and np.isnan([single.p_value[0], single.ci_low[0], single.se[0]]).all()
+    # Far below 2 / (B + 1) of a resampling p: a 435-test family can still be Holm-corrected.
     rng = np.random.default_rng(0)
-    tiny = two_sided_p(rng.normal(0.05, 0.01, (1, 10_000)), np.array([0.05]), rng.normal(0.05, 0.2, (1, 400)))[0]
-    assert 0 < tiny < 1e-5
+    assert 0 < paired_t(rng.normal(0.08, 0.2, (1, 400))).p_value[0] < 1e-8
 
 
 def test_p_value_of_a_difference_that_never_varies_is_a_sign_test() -> None:
     """No resample can differ: not p = 0 (Holm and BH would keep it at 0) but the exact sign test."""
-    flat = np.full((1, 9), 0.5)
-    assert two_sided_p(flat, np.array([0.5]), np.full((1, 4), 0.5))[0] == pytest.approx(2.0 ** (1 - 4))
-    assert np.isnan(two_sided_p(flat, np.array([0.5]), np.array([[0.5, np.nan]]))[0])  # one common case
+    t = paired_t(np.full((1, 4), 0.5))
+    assert t.p_value[0] == pytest.approx(2.0 ** (1 - 4)) and t.se[0] == 0 and np.isnan(t.mdd80[0])
+    # p >= 0.05: the interval is stretched to 0, so it agrees with the p-value; at 6 cases the point.
+    assert (t.ci_low[0], t.ci_high[0]) == (0.0, 0.5)
+    t = paired_t(np.full((1, 6), -0.5))
+    assert t.p_value[0] == pytest.approx(2.0 ** -5) and (t.ci_low[0], t.ci_high[0]) == (-0.5, -0.5)
+    assert np.isnan(paired_t(np.array([[0.5, np.nan]])).p_value[0])  # one common case
+    same = paired_t(np.zeros((1, 4)))
+    assert same.p_value[0] == 1.0 and (same.ci_low[0], same.ci_high[0]) == (0.0, 0.0)  # identical runs
     # Constant within each benchmark but in both directions: 3 wins, 2 losses.
     mixed = np.array([[0.5, 0.5, 0.5, -0.25, -0.25]])
-    p = two_sided_p(np.full((1, 9), 0.125), np.array([0.125]), mixed, (slice(0, 3), slice(3, 5)))[0]
+    p = paired_t(mixed, (slice(0, 3), slice(3, 5))).p_value[0]
     assert p == pytest.approx(min(1.0, stats.binomtest(2, 5).pvalue)) and p == 1.0
     for wins, losses in ((7, 0), (9, 2), (0, 30), (12, 11), (0, 0)):
         expected = stats.binomtest(min(wins, losses), wins + losses).pvalue if wins + losses else 1.0
@@ -269,6 +277,8 @@ def test_p_value_of_a_difference_that_never_varies_is_a_sign_test() -> None:
     table = compare_matrix(from_arrays(np.stack([base + 0.01, base]), {"a": 10, "b": 10}), ResampleSettings(500, 1),
                            per_benchmark=True).pairwise
     assert table["p_value"].to_list() == pytest.approx([2.0 ** -19, 2.0 ** -9, 2.0 ** -9])
+    assert table["ci_low"].to_list() == pytest.approx([0.01] * 3) and table["ci_high"].to_list() == pytest.approx(
+        [0.01] * 3)
     assert (table["p_holm"] > 0).all() and (table["p_bh"] > 0).all()
     present = np.ones((2, 10))
     present[1, 1:5] = 0  # one common case in benchmark a
@@ -301,3 +311,31 @@ def test_wilcoxon_normal_approximation_matches_scipy_above_50_cases() -> None:
     want = [stats.wilcoxon(row[~np.isnan(row)], zero_method="pratt").pvalue for row in d]
     assert got == pytest.approx(want, rel=1e-9)
     assert (~np.isnan(d)).sum(axis=1).min() > 50
+
+
+def test_wilcoxon_p_of_a_row_does_not_depend_on_the_other_rows() -> None:
+    """Each row's p is scipy's p for that row alone. In one 2-D call scipy picks its method and counts zeros
+    and ties over the whole batch: a row without ties (exact distribution alone) batched with tied rows gets
+    the normal approximation. Rows cover every branch: exact, permutation (<= 13 cases with ties or zeros),
+    normal (ties above 13 cases, or above 50 cases), and rows of different lengths (missing cases)."""
+    rng = np.random.default_rng(21)
+    rows = []
+    for n in (6, 13, 14, 25, 50, 51):
+        rows.append(rng.normal(0.3, 1.0, n))  # no zeros, no ties
+        rows.append(rng.integers(-4, 5, n) / 4.0)  # rubric-like: ties and zeros
+        with_zero = rng.normal(0.2, 1.0, n)
+        with_zero[0] = 0.0
+        rows.append(with_zero)
+        with_tie = rng.normal(0.2, 1.0, n)
+        with_tie[1] = -with_tie[0]
+        rows.append(with_tie)
+    d = np.full((len(rows), 60), np.nan)
+    for i, row in enumerate(rows):
+        d[i, rng.choice(60, row.size, replace=False)] = row
+    alone = np.array([stats.wilcoxon(row, zero_method="pratt").pvalue for row in rows])
+    assert wilcoxon_p(d) == pytest.approx(alone, rel=1e-12)
+    # The data really does tell the two apart: the 25-case rows batched in one scipy call differ.
+    block = np.stack([row for row in rows if row.size == 25])
+    batched = stats.wilcoxon(block, axis=1, zero_method="pratt").pvalue
+    assert np.abs(batched - alone[[i for i, row in enumerate(rows) if row.size == 25]]).max() > 1e-3
+    assert wilcoxon_p(block) == pytest.approx(alone[[i for i, row in enumerate(rows) if row.size == 25]], rel=1e-12)

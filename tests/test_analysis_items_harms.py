@@ -64,7 +64,8 @@ def test_harms_by_hand(hand_store: Store) -> None:
     bad = _metrics(frame, "bad")
     assert bad["recall"] == 0.0 and bad["precision"] == 0.0 and bad["f1"] == 0.0
     assert bad["severe_omission_case_rate"] == 1.0 and bad["severe_omissions_per_item"] == 1.0
-    assert bad["severe_commission_case_rate"] == 0.5 and bad["severe_commissions_per_item"] == 1.0
+    # T has no -3 item: it cannot have a severe commission, so the rate is over D alone (1 of 1, not 1 of 2).
+    assert bad["severe_commission_case_rate"] == 1.0 and bad["severe_commissions_per_item"] == 1.0
     # missed positive weight D 75, T 96; endorsed weight D 72 (C), T 24 (G)
     assert bad["omission_share_weighted"] == pytest.approx(171 / 267)
     assert bad["commission_share_weighted"] == pytest.approx(96 / 267)
@@ -80,8 +81,67 @@ def test_harms_by_hand(hand_store: Store) -> None:
     assert _metrics(frame, "mixed", "safety_therapeutic")["recall"] == pytest.approx(0.75)
     assert _metrics(frame, "bad", "safety_diagnostic")["severe_commission_case_rate"] == 1.0
     assert (frame["n_cases"] <= 2).all()
+    rows = frame.filter((pl.col("run_id") == "bad") & (pl.col("scope") == "both"))
+    n = dict(zip(rows["metric"].to_list(), rows.select("n_cases", "denominator").rows()))
+    assert n["severe_commission_case_rate"] == (1, 1.0) and n["severe_omission_case_rate"] == (2, 2.0)
+    assert n["severe_omissions_per_item"] == (2, 2.0) and n["severe_rate"] == (2, 2.0)
     within = frame.filter(pl.col("value").is_not_null() & pl.col("ci_low").is_not_null())
     assert ((within["ci_low"] <= within["value"] + 1e-12) & (within["value"] <= within["ci_high"] + 1e-12)).all()
+
+
+# Severe event denominators: S1 has +3 and -3, S2 only +3, S3 only -3, S4 neither (and a therapeutic case).
+SEVERE_CASES = [
+    ("S1", "safety_diagnostic", [("a", 3), ("b", -3), ("c", 1)]),
+    ("S2", "safety_diagnostic", [("d", 3), ("e", 2)]),
+    ("S3", "safety_diagnostic", [("f", 2), ("g", -3)]),
+    ("S4", "safety_diagnostic", [("h", 1), ("i", -1)]),
+    ("S5", "safety_therapeutic", [("j", 3), ("k", -3)]),
+]
+
+
+def test_severe_case_rates_count_only_cases_that_can_have_the_event(tmp_path: Path) -> None:
+    lines = []
+    for case_id, benchmark, items in SEVERE_CASES:
+        prompt = f"prompt of case {case_id}"
+        lines.append(json.dumps({"case_id": case_id, "benchmark": benchmark, "grading_method": "f1_weighted_rubric",
+                                 "prompt": prompt, "split": "test", "rubric_items": [
+                                     {"item_id": item_id_for(prompt, i), "text": text, "points": points}
+                                     for i, (text, points) in enumerate(items)]}))
+    (tmp_path / "cases.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    dataset = load_dataset(tmp_path / "cases.jsonl")
+    store = Store.open(tmp_path / "store")
+    # "careless" matches nothing but the -3 items: it misses every +3 item and endorses every -3 item.
+    # "half" matches items a, d (the +3 of S1 and S2) and g (the -3 of S3).
+    write_rows(store, dataset, "careless", rule_decisions(dataset, "careless", pl.col("points") == -3))
+    write_rows(store, dataset, "half", rule_decisions(dataset, "half", pl.col("text").is_in(["a", "d", "g"])),
+               created=1)
+    frame = harms(read_runs(store, ["careless", "half"]))
+
+    def row(run: str, scope: str, metric: str) -> dict:
+        return frame.filter((pl.col("run_id") == run) & (pl.col("scope") == scope)
+                            & (pl.col("metric") == metric)).row(0, named=True)
+
+    # Plain recomputation: the eligible cases of the diagnostic benchmark, and their events.
+    plus3 = {c for c, _, items in SEVERE_CASES if any(p == 3 for _, p in items)}
+    minus3 = {c for c, _, items in SEVERE_CASES if any(p == -3 for _, p in items)}
+    diagnostic = {c for c, b, _ in SEVERE_CASES if b == "safety_diagnostic"}
+    assert (len(plus3 & diagnostic), len(minus3 & diagnostic)) == (2, 2)
+    careless = row("careless", "safety_diagnostic", "severe_omission_case_rate")
+    assert (careless["value"], careless["n_cases"], careless["denominator"]) == (1.0, 2, 2.0)  # not 2 of 4
+    careless = row("careless", "safety_diagnostic", "severe_commission_case_rate")
+    assert (careless["value"], careless["n_cases"], careless["denominator"]) == (1.0, 2, 2.0)
+    assert row("careless", "safety_diagnostic", "severe_rate")["value"] == 0.75  # protocol: over all 4 cases
+    # half: S1 and S2 keep their +3 item (no omission), S3 endorses its -3, S1 does not.
+    assert row("half", "safety_diagnostic", "severe_omission_case_rate")["value"] == 0.0
+    assert row("half", "safety_diagnostic", "severe_commission_case_rate")["value"] == 0.5
+    # Pooled over both benchmarks: S5 joins both denominators (it misses j and does not endorse k).
+    both = row("half", "both", "severe_omission_case_rate")
+    assert (both["value"], both["n_cases"]) == (pytest.approx(1 / 3), 3)
+    both = row("half", "both", "severe_commission_case_rate")
+    assert (both["value"], both["n_cases"], both["denominator"]) == (pytest.approx(1 / 3), 3, 3.0)
+    per_item = row("half", "both", "severe_omissions_per_item")
+    assert (per_item["value"], per_item["denominator"]) == (pytest.approx(1 / 3), 3.0)  # j of a, d, j
+    assert frame.filter(pl.col("ci_low").is_not_null()).height == frame.filter(pl.col("value").is_not_null()).height
 
 
 def test_items_by_hand(hand_store: Store) -> None:

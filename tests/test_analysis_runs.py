@@ -94,7 +94,7 @@ def test_small_benchmark_note_threshold() -> None:
                                 ResampleSettings(200, 1))
         assert result.smallest_benchmark == smallest - 1
     assert small_sample_note(20) == [] and small_sample_note(None) == []
-    assert small_sample_note(19)[0].startswith("intervals and p-values are optimistic below ~20 cases per benchmark")
+    assert small_sample_note(19)[0].startswith("bootstrap intervals are optimistic below ~20 cases per benchmark")
 
 
 def test_harms_and_agreement_print_the_small_benchmark_note(store: Store, capsys) -> None:

@@ -8,6 +8,7 @@ reading + scoring the store, the comparison engine on the scored cases, and the 
 ``compare`` (both with and without per-benchmark pairs). Prints wall times, peak RSS, and the
 ratio against a straightforward per-pair loop (numpy inside, one pair at a time) timed on a subset
 of pairs and extrapolated to all of them, after checking that both give the same numbers.
+(Pair intervals and p-values are a stratified paired t, so the loop is the t one pair at a time.)
 Then times what a user waits for: a cold ``bedside compare --all --store <store> --format json``
 subprocess (interpreter start, imports, reading, scoring, the comparison, JSON out), run
 ``--cold-runs`` times (the first also pays for a cold page cache of the store).
@@ -35,9 +36,10 @@ import polars as pl  # noqa: E402
 
 from tests.analysis_sim import simulate_decisions, write_rows  # noqa: E402
 from tests.perf.panel import build_panel, shared_root  # noqa: E402
-from toolkit.analysis.compare import CompareOptions, compare_cases, compare_data, resample_units  # noqa: E402
+from toolkit.analysis.compare import CompareOptions, compare_cases, compare_data  # noqa: E402
 from toolkit.analysis.matrix import case_matrix  # noqa: E402
-from toolkit.analysis.paired import ResampleSettings, percentile_interval, two_sided_p  # noqa: E402
+from toolkit.analysis.paired import ResampleSettings  # noqa: E402
+from toolkit.analysis.paired_t import paired_t  # noqa: E402
 from toolkit.dataset import load_dataset  # noqa: E402
 from toolkit.selection import JudgeSelection, per_case, read_runs  # noqa: E402
 from toolkit.store import Store  # noqa: E402
@@ -56,24 +58,21 @@ def build_store(root: Path, runs: int) -> Store:
 
 def per_pair_loop(cases: pl.DataFrame, run_ids: list[str], settings: ResampleSettings,
                   pairs: list[tuple[int, int]]) -> tuple[float, dict[tuple[int, int], tuple[float, float, float]]]:
-    """The straightforward way: the same index tensors, then one pair at a time, gathering each
-    benchmark's resampled case differences and averaging them. Returns (seconds, {pair: (lo, hi, p)})."""
+    """The straightforward way: one pair at a time, each benchmark's case differences, their mean and
+    variance, then the stratified t (scipy's t distribution). Returns (seconds, {pair: (lo, hi, p)})."""
+    from scipy import stats
+
     matrix = case_matrix(cases, run_ids)
-    rng = np.random.default_rng(settings.seed)
-    indices = [rng.integers(0, s.stop - s.start, size=(settings.samples, s.stop - s.start)) for s in matrix.slices]
     start = time.perf_counter()
     out = {}
     for i, j in pairs:
-        per_benchmark = []
-        for s, idx in zip(matrix.slices, indices):
-            diff = matrix.scores[i, s] - matrix.scores[j, s]
-            per_benchmark.append(diff[idx].mean(axis=1))
-        boot = np.mean(per_benchmark, axis=0)[None, :]
-        cases = (matrix.scores[i] - matrix.scores[j])[None, :]
-        delta = np.mean([cases[0, s].mean() for s in matrix.slices])
-        lo, hi = percentile_interval(boot)
-        p = two_sided_p(boot, np.array([delta]), cases, matrix.slices)
-        out[(i, j)] = (float(lo[0]), float(hi[0]), float(p[0]))
+        diffs = [matrix.scores[i, s] - matrix.scores[j, s] for s in matrix.slices]
+        delta = np.mean([d.mean() for d in diffs])
+        v = np.array([d.var(ddof=1) / d.size for d in diffs])
+        se = np.sqrt(v.sum()) / len(diffs)
+        df = v.sum() ** 2 / sum(x ** 2 / (d.size - 1) for x, d in zip(v, diffs))
+        half = stats.t.ppf(0.975, df) * se
+        out[(i, j)] = (float(delta - half), float(delta + half), float(2 * stats.t.sf(abs(delta) / se, df)))
     return time.perf_counter() - start, out
 
 
@@ -114,16 +113,11 @@ def measure(store_dir: str, samples: int, loop_pairs: int) -> dict:
     seconds, loop = per_pair_loop(cases, run_ids, settings, subset)
     figures["loop_pairs_timed"] = len(subset)
     figures["loop_s_extrapolated"] = seconds * len(all_pairs) / len(subset)
-    # Like for like: the engine's shared draws, unit means and broadcast deltas, intervals and p only.
+    # Like for like: the engine's stratified t of every pair at once, intervals and p only.
     t0 = time.perf_counter()
     matrix = case_matrix(cases, run_ids)
-    boot = resample_units(matrix, matrix.resamples(settings))
     first, second = (np.array(side) for side in zip(*all_pairs))
-    deltas = boot.overall[first] - boot.overall[second]
-    observed = matrix.overall()
-    percentile_interval(deltas)
-    two_sided_p(deltas, observed[first] - observed[second], matrix.scores[first] - matrix.scores[second],
-                matrix.slices)
+    paired_t(matrix.scores[first] - matrix.scores[second], matrix.slices)
     figures["engine_deltas_only_s"] = time.perf_counter() - t0
     rows = {(order[r["run_a"]], order[r["run_b"]]): r for r in engine.pairwise.iter_rows(named=True)}
     figures["max_abs_difference_vs_loop"] = max(
@@ -169,7 +163,7 @@ def main() -> None:
           f"{'met' if f['peak_rss_mb'] <= 1536 else 'MISSED'}")
     print(f"per-pair loop: timed on {f['loop_pairs_timed']} of {pairs} pairs, extrapolated to all: "
           f"{f['loop_s_extrapolated']:.2f} s (overall deltas only, no ranks, no Wilcoxon)")
-    print(f"engine, the same work only (draws, unit means, broadcast deltas, intervals, p): "
+    print(f"engine, the same work only (every pair's stratified t: intervals, p): "
           f"{f['engine_deltas_only_s']:.2f} s")
     print(f"ratio per-pair loop / engine: {f['loop_s_extrapolated'] / f['engine_s']:.1f}x against the whole engine, "
           f"{f['loop_s_extrapolated'] / f['engine_deltas_only_s']:.1f}x like for like "

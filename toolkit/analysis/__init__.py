@@ -1,7 +1,7 @@
 """Analyses over stored runs: comparisons, rubric items, harms and judge agreement (polars in, polars out).
 
 Modules: ``paired`` (shared-index bootstrap engine), ``matrix`` (aligned runs x cases scores),
-``compare`` (leaderboard, ranks) and ``pairs`` (paired differences), ``multiplicity`` (Holm, BH),
+``compare`` (leaderboard, ranks) and ``pairs`` (paired differences), ``paired_t`` (their stratified t), ``multiplicity`` (Holm, BH),
 ``wilcoxon`` (signed-rank p), ``ratios`` (ratios of case sums with case-resampled intervals),
 ``items``, ``harms``,
 ``reliability`` (kappa, alpha) and ``agreement``, ``runs`` (run facts, which runs are comparable).
@@ -14,7 +14,8 @@ from toolkit.analysis.harms import HarmOptions, harm_cases, harms
 from toolkit.analysis.items import ItemAnalysis, ItemOptions, analyse_items, by_points, item_rates, item_summary
 from toolkit.analysis.matrix import CaseMatrix, case_matrix, from_arrays
 from toolkit.analysis.multiplicity import benjamini_hochberg, holm
-from toolkit.analysis.paired import ResampleSettings, SharedResamples, draw_resamples, percentile_interval, two_sided_p
+from toolkit.analysis.paired import ResampleSettings, SharedResamples, draw_resamples, percentile_interval
+from toolkit.analysis.paired_t import PairedT, paired_t
 from toolkit.analysis.pairs import pairwise
 from toolkit.analysis.wilcoxon import wilcoxon_p
 from toolkit.analysis.reliability import (category_counts, cohen_kappa, fleiss_kappa, krippendorff_alpha_nominal,
@@ -27,7 +28,7 @@ __all__ = [
     "rank_intervals", "HarmOptions", "harm_cases", "harms",
     "ItemAnalysis", "ItemOptions", "analyse_items", "by_points", "item_rates", "item_summary",
     "CaseMatrix", "case_matrix", "from_arrays", "benjamini_hochberg", "holm",
-    "ResampleSettings", "SharedResamples", "draw_resamples", "percentile_interval", "two_sided_p",
+    "ResampleSettings", "SharedResamples", "draw_resamples", "percentile_interval", "PairedT", "paired_t",
     "pairwise", "wilcoxon_p", "category_counts", "cohen_kappa", "fleiss_kappa", "krippendorff_alpha_nominal",
     "percent_agreement", "comparable_runs", "run_facts",
 ]

@@ -16,9 +16,10 @@ import polars as pl
 from toolkit.analysis.paired import ResampleSettings, draw_resamples, percentile_interval
 
 
-def case_ratios(frame: pl.DataFrame, keys: list[str], settings: ResampleSettings | None = None) -> pl.DataFrame:
-    """Per group of ``keys``: value = sum(num)/sum(den), n_cases (cases with den > 0), and with ``settings``
-    ci_low/ci_high.
+def case_ratios(frame: pl.DataFrame, keys: list[str], settings: ResampleSettings | None = None,
+                denominator: bool = False) -> pl.DataFrame:
+    """Per group of ``keys``: value = sum(num)/sum(den), n_cases (cases with den > 0), with ``denominator``
+    the sum(den) itself, and with ``settings`` ci_low/ci_high.
 
     ``frame`` has the ``keys`` columns, ``benchmark``, ``case_id``, ``num`` and ``den`` (several rows of
     one group and case are summed). Groups keep their first-appearance order.
@@ -36,6 +37,8 @@ def case_ratios(frame: pl.DataFrame, keys: list[str], settings: ResampleSettings
     with np.errstate(invalid="ignore", divide="ignore"):
         value = num.sum(axis=1) / den.sum(axis=1)
     out = groups.drop("_g").with_columns(value=pl.Series(value), n_cases=pl.Series((den > 0).sum(axis=1)))
+    if denominator:
+        out = out.with_columns(denominator=pl.Series(den.sum(axis=1)))
     if settings is not None and universe.height:
         sizes = universe.group_by("benchmark", maintain_order=True).len()
         res = draw_resamples(list(sizes.iter_rows()), settings)

@@ -1,14 +1,22 @@
 """Two-sided Wilcoxon signed-rank p-values of paired case differences, zeros handled as Pratt proposed.
 
-Zeros are ranked with the other absolute differences and then left out of the rank sums;
-the normal approximation's mean and variance are adjusted for them (Cureton) and the
-variance is corrected for ties among the non-zero differences; no continuity correction.
+Each row's p is the one ``scipy.stats.wilcoxon(row, zero_method="pratt")`` gives
+for that row alone (its common cases only). Handing scipy all rows in one 2-D
+call is not that: scipy then decides between its exact, permutation and normal
+methods, and counts zeros and ties, over the whole batch, so one pair's p would
+depend on the other pairs. scipy's choice for one row of n common cases
+(``method="auto"``): above 50 cases, or with zeros or tied |differences| above
+13 cases, the normal approximation; without zeros and ties the exact
+distribution; with them at 13 cases or fewer an exact permutation test.
 
-Rows with more than ``ASYMPTOTIC_ABOVE`` common cases use that normal approximation, computed
-here with numpy; scipy.stats.wilcoxon uses the same approximation there (checked in
-tests/test_analysis_compare.py). Rows with fewer go to scipy, which picks the exact
-distribution (no ties or zeros) or a permutation one. Importing scipy.stats takes ~0.7 s, a
-quarter of a cold ``bedside compare`` of full runs, so it is imported only when such a row exists.
+The normal approximation is computed here with numpy for all its rows at once
+(zeros are ranked with the other absolute differences and then left out of the
+rank sums; mean and variance adjusted for them (Cureton), variance corrected for
+ties among the non-zero differences, no continuity correction: scipy's formula,
+checked in tests/test_analysis_compare.py). The other rows go to scipy one at a
+time. Importing scipy.stats takes ~0.6 s, a quarter of a cold ``bedside
+compare`` of full runs, so it is imported only when such a row exists; rubric
+scores are full of ties, so with more than 13 common cases it rarely is.
 """
 
 from __future__ import annotations
@@ -18,7 +26,8 @@ import warnings
 
 import numpy as np
 
-ASYMPTOTIC_ABOVE = 50  # scipy's "auto" switches to the normal approximation above this many cases
+ASYMPTOTIC_ABOVE = 50  # scipy's "auto" uses the normal approximation above this many cases
+PERMUTATION_UP_TO = 13  # ... and, with zeros or ties, above this many (a permutation test at or below it)
 
 
 def wilcoxon_p(differences: np.ndarray) -> np.ndarray:
@@ -28,19 +37,21 @@ def wilcoxon_p(differences: np.ndarray) -> np.ndarray:
     if differences.size == 0:
         return out
     informative = np.nan_to_num(np.abs(differences), nan=0.0).max(axis=1) > 0
-    large = informative & ((~np.isnan(differences)).sum(axis=1) > ASYMPTOTIC_ABOVE)
-    small = informative & ~large
-    if large.any():
-        out[large] = normal_approximation_p(differences[large])
-    if small.any():
+    count = (~np.isnan(differences)).sum(axis=1)
+    _, ties = average_ranks(np.abs(differences))
+    tied = (ties > 0) | ((differences == 0).sum(axis=1) > 0)  # scipy's has_ties or n_zero > 0, for this row
+    normal = informative & ((count > ASYMPTOTIC_ABOVE) | (tied & (count > PERMUTATION_UP_TO)))
+    if normal.any():
+        out[normal] = normal_approximation_p(differences[normal])
+    one_by_one = np.flatnonzero(informative & ~normal)
+    if one_by_one.size:
         from scipy import stats  # imported here: see the module doc
 
-        rows = differences[small]
-        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-            warnings.simplefilter("ignore")  # small-sample and all-NaN slice warnings: those rows are NaN
-            result = stats.wilcoxon(rows, axis=1, zero_method="pratt",
-                                    nan_policy="omit" if np.isnan(rows).any() else "propagate")
-        out[small] = np.asarray(result.pvalue, dtype=np.float64)
+        for i in one_by_one.tolist():
+            row = differences[i][~np.isnan(differences[i])]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # scipy's small-sample warnings: the p is still its p
+                out[i] = float(stats.wilcoxon(row, zero_method="pratt").pvalue)
     return out
 
 

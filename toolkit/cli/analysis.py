@@ -17,7 +17,8 @@ import polars as pl
 
 from toolkit.analysis import (AgreementOptions, CompareOptions, HarmOptions, ItemOptions, ResampleSettings,
                               analyse_items, compare_data, harms, judge_agreement)
-from toolkit.analysis.harms import BOTH
+from toolkit.analysis.harms import BOTH, NOTE as HARM_NOTE
+from toolkit.analysis.pairs import METHOD_NOTE as PAIRED_METHOD_NOTE
 from toolkit.analysis.paired import small_sample_note
 from toolkit.cli.common import CommandError, emit, format_option, open_store, selected_runs, store_option
 from toolkit.cli.results import bootstrap_options, selection_options
@@ -120,9 +121,8 @@ def compare_cmd(runs: tuple[str, ...], all_runs: bool, per_benchmark: bool, allo
     result = compare_data(data, options)
     grid = result.benchmarks.with_columns(cell=_interval_text(result.benchmarks, "mean")).pivot(
         on="benchmark", index="run_id", values="cell", aggregate_function="first")
-    notes = result.notes + [f"{samples} paired resamples (seed {seed}) shared by every interval, p-value and rank; "
-                            "p = 2 Phi(-|delta| / SE), SE bootstrapped with an m/(m-1) correction per benchmark, "
-                            "Holm and BH over the pairwise rows shown"]
+    notes = result.notes + [f"{samples} paired resamples (seed {seed}) shared by the run intervals and ranks",
+                            PAIRED_METHOD_NOTE]
     emit_sections(result.sections(), fmt, section, notes, views={"benchmarks": grid})
 
 
@@ -172,7 +172,7 @@ def harms_cmd(runs: tuple[str, ...], all_runs: bool, section: str | None, judge:
         on="metric", index=["run_id", "scope"], values="cell", aggregate_function="first")
     # A run's cases in one F1 benchmark (the f1 metric counts every completed case).
     smallest = frame.filter((pl.col("scope") != BOTH) & (pl.col("metric") == "f1"))["n_cases"].min()
-    notes = ["value [95% interval], cases resampled within benchmark"] + small_sample_note(smallest)
+    notes = ["value [95% interval], cases resampled within benchmark", HARM_NOTE] + small_sample_note(smallest)
     emit_sections({"harms": frame}, fmt, section, notes, views={"harms": view})
 
 
