@@ -1,0 +1,255 @@
+"""Per-case views: score distributions, score against answer length, score against tokens and latency."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from matplotlib.axes import Axes
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+
+from toolkit.figures.style import GREY, SEQUENTIAL, colour, marker, new_figure, rows_height, short_labels, styled
+from toolkit.selection import RunData
+
+LEGEND_RUNS = 8  # up to this many runs get a colour each and a legend; more are coloured by rank
+PANEL_COLUMNS = 3
+
+
+def _scored(cases: pl.DataFrame) -> pl.DataFrame:
+    return cases.filter(pl.col("score").is_not_null() & pl.col("score").is_not_nan())
+
+
+def run_order(cases: pl.DataFrame) -> list[str]:
+    """Runs of a ``per_case`` frame best first by macro mean over benchmarks (ties by run id)."""
+    means = _scored(cases).group_by("run_id", "benchmark").agg(pl.col("score").mean()).group_by("run_id").agg(
+        pl.col("score").mean().alias("overall"))
+    missing = sorted(set(cases["run_id"].unique().to_list()) - set(means["run_id"].to_list()))
+    return means.sort(["overall", "run_id"], descending=[True, False])["run_id"].to_list() + missing
+
+
+def _rank_cmap():
+    """cividis from dark (best) to olive: its palest yellow end would vanish on white."""
+    from matplotlib import colormaps
+    from matplotlib.colors import ListedColormap
+
+    return ListedColormap(colormaps[SEQUENTIAL](np.linspace(0.0, 0.82, 256)))
+
+
+def _run_colours(runs: list[str]) -> dict[str, tuple | str]:
+    if len(runs) <= LEGEND_RUNS:
+        return {r: colour(i) for i, r in enumerate(runs)}
+    cmap = _rank_cmap()
+    return {r: cmap(i / max(len(runs) - 1, 1)) for i, r in enumerate(runs)}
+
+
+def _rank_bar(fig: Figure, axes, runs: list[str]) -> None:
+    """With many runs: a colour bar from rank 1 (best, top) to the last run, instead of a legend."""
+    from matplotlib.cm import ScalarMappable
+
+    bar = fig.colorbar(ScalarMappable(Normalize(1, len(runs)), _rank_cmap()), ax=axes, fraction=0.03, pad=0.02)
+    bar.ax.invert_yaxis()
+    bar.set_label("run rank by macro mean (1 = best)")
+
+
+def score_distributions_data(cases: pl.DataFrame) -> pl.DataFrame:
+    """ECDF points: run_id, benchmark, score, ecdf (share of the run's cases in the benchmark scoring
+    at most ``score``), one row per scored case; runs best first, benchmarks alphabetical."""
+    runs = run_order(cases)
+    order = {r: i for i, r in enumerate(runs)}
+    scored = _scored(cases).select("run_id", "benchmark", "score").sort(
+        pl.col("run_id").replace_strict(order, return_dtype=pl.Int64), "benchmark", "score")
+    return scored.with_columns(
+        ecdf=(pl.int_range(1, pl.len() + 1).over("run_id", "benchmark") / pl.len().over("run_id", "benchmark")))
+
+
+def score_distributions(cases: pl.DataFrame) -> Figure:
+    """One panel per benchmark: each run's empirical CDF of case scores (further right = better).
+
+    Up to 8 runs each get a colour and a legend; more are shaded by rank. Cases without a score
+    (NaN) are left out and counted in the title.
+    """
+    frame = score_distributions_data(cases)
+    if frame.is_empty():
+        raise ValueError("score_distributions: no scored case in the frame")
+    runs = [r for r in run_order(cases) if r in set(frame["run_id"].to_list())]
+    labels = short_labels(runs)
+    colours = _run_colours(runs)
+    benchmarks = sorted(frame["benchmark"].unique().to_list())
+    columns = min(PANEL_COLUMNS, len(benchmarks))
+    rows = -(-len(benchmarks) // columns)
+    dropped = cases.height - frame.height
+    with styled():
+        fig = new_figure(0.8 + 2.3 * rows)
+        axes = np.atleast_1d(fig.subplots(rows, columns, sharex=True, sharey=True, squeeze=False)).ravel()
+        for ax, bench in zip(axes, benchmarks):
+            part = frame.filter(pl.col("benchmark") == bench)
+            for k, run in enumerate(runs):
+                mine = part.filter(pl.col("run_id") == run)
+                if mine.height:
+                    ax.ecdf(mine["score"].to_numpy(), color=colours[run], linewidth=1.6 if len(runs) <= 8 else 1.0,
+                            linestyle=("-", "--", ":", "-.")[k % 4] if len(runs) <= LEGEND_RUNS else "-",
+                            label=labels[run])
+            ax.set_title(f"{bench.replace('_', ' ')} (n={part['score'].len() // max(part['run_id'].n_unique(), 1)})",
+                         fontsize=10, fontweight="normal")
+            ax.set_xlim(-0.02, 1.02)
+            ax.set_ylim(0, 1.02)
+            ax.grid(True)
+        for ax in axes[len(benchmarks):]:
+            ax.set_axis_off()
+        for ax in axes[:len(benchmarks)]:
+            if ax.get_subplotspec().is_last_row() or ax is axes[len(benchmarks) - 1]:
+                ax.set_xlabel("case score")
+            if ax.get_subplotspec().is_first_col():
+                ax.set_ylabel("share of cases ≤ score")
+        title = "Distribution of case scores per benchmark (empirical CDF)"
+        if dropped:
+            title += f"; {dropped} unscored case(s) left out"
+        fig.suptitle(title)
+        if len(runs) <= LEGEND_RUNS:
+            fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=min(len(runs), 4))
+        else:
+            _rank_bar(fig, axes.tolist(), runs)
+    return fig
+
+
+def answer_usage(data: RunData) -> pl.DataFrame:
+    """run_id, case_id and the scored answer's characters (null when texts were not read), completion
+    and prompt tokens and latency: the latest successful answer attempt of each case."""
+    answers = data.answers.filter(pl.col("error").is_null())
+    if "answer" in answers.columns:
+        answers = answers.filter(pl.col("answer").is_not_null())
+    chars = pl.col("answer").str.len_chars().cast(pl.Int64) if "answer" in answers.columns else pl.lit(None, pl.Int64)
+    return answers.sort("attempt").group_by("run_id", "case_id").last().select(
+        "run_id", "case_id", chars.alias("characters"), "completion_tokens", "prompt_tokens", "latency_s")
+
+
+def length_bias_data(data: RunData, cases: pl.DataFrame) -> pl.DataFrame:
+    """One row per scored case with a length: run_id, benchmark, case_id, score, length and its unit
+    ("characters" when answer texts were read, else "completion tokens"), and the run's
+    within-benchmark rank correlation ``run_rho`` (length and score ranked within each benchmark as
+    fractions, then Pearson over the run's cases), so long benchmarks do not fake a bias."""
+    usage = answer_usage(data)
+    unit = "characters" if usage["characters"].is_not_null().any() else "completion tokens"
+    column = "characters" if unit == "characters" else "completion_tokens"
+    joined = _scored(cases).select("run_id", "benchmark", "case_id", "score").join(
+        usage.select("run_id", "case_id", pl.col(column).cast(pl.Float64).alias("length")), on=["run_id", "case_id"])
+    joined = joined.filter(pl.col("length").is_not_null())
+    if joined.is_empty():
+        raise ValueError("length_bias: no scored case has an answer length (answer text or completion tokens)")
+    within = ["run_id", "benchmark"]
+    ranked = joined.with_columns(
+        (pl.col("length").rank().over(within) / pl.len().over(within)).alias("_rl"),
+        (pl.col("score").rank().over(within) / pl.len().over(within)).alias("_rs"))
+    rho = ranked.group_by("run_id").agg(pl.corr("_rl", "_rs").alias("run_rho"))
+    order = {r: i for i, r in enumerate(run_order(cases))}
+    return joined.join(rho, on="run_id", how="left").with_columns(
+        unit=pl.lit(unit), run_rho=pl.col("run_rho").fill_nan(None)).sort(
+        pl.col("run_id").replace_strict(order, default=len(order), return_dtype=pl.Int64), "benchmark", "case_id")
+
+
+def length_bias(data: RunData, cases: pl.DataFrame) -> Figure:
+    """Case score against answer length (left) and each run's within-benchmark rank correlation (right).
+
+    A positive correlation in most runs suggests the judge rewards length; it is an association,
+    not proof (longer answers may also cover more items). Raises ValueError when no length exists.
+    """
+    frame = length_bias_data(data, cases)
+    runs = frame["run_id"].unique(maintain_order=True).to_list()
+    labels = short_labels(runs)
+    colours = _run_colours(runs)
+    unit = frame["unit"][0]
+    with styled():
+        fig = new_figure(max(4.5, rows_height(len(runs), base=1.6)))
+        left, right = fig.subplots(1, 2, width_ratios=[1.6, 1])
+        for k, run in enumerate(runs):
+            mine = frame.filter(pl.col("run_id") == run)
+            left.scatter(mine["length"], mine["score"], s=14, alpha=0.6, color=colours[run],
+                         marker=marker(k) if len(runs) <= LEGEND_RUNS else "o", linewidth=0, label=labels[run])
+        left.set_xlabel(f"answer length ({unit})")
+        left.set_ylabel("case score")
+        left.set_ylim(-0.03, 1.03)
+        left.grid(True)
+        left.set_title("Score against answer length", loc="left")
+        if len(runs) <= LEGEND_RUNS:
+            left.legend(loc="lower right", markerscale=1.5)
+        rho = frame.unique("run_id", maintain_order=True)["run_rho"].to_numpy().astype(float)
+        y = np.arange(len(runs))
+        right.axvline(0, color=GREY, linestyle="--", linewidth=1)
+        right.hlines(y, 0, np.nan_to_num(rho), color=[colours[r] for r in runs], linewidth=3)
+        right.scatter(rho, y, color=[colours[r] for r in runs], s=30, zorder=3)
+        right.set_yticks(y, [labels[r] for r in runs])
+        right.set_ylim(len(runs) - 0.5, -0.5)
+        right.set_xlim(-1, 1)
+        right.set_xlabel("rank correlation of length and score\n(within benchmark)")
+        right.grid(axis="x")
+        right.set_title("Length bias per run", loc="left")
+    return fig
+
+
+def cost_data(data: RunData, cases: pl.DataFrame) -> pl.DataFrame:
+    """Per run with token usage: macro mean score over its scored cases, mean prompt + completion tokens
+    of the scored answer per case, the completion part, median answer latency and cases counted."""
+    usage = answer_usage(data)
+    joined = _scored(cases).select("run_id", "benchmark", "case_id", "score").join(
+        usage, on=["run_id", "case_id"], how="left")
+    tokens = pl.col("prompt_tokens").fill_null(0) + pl.col("completion_tokens")
+    per_run = joined.group_by("run_id").agg(
+        tokens.mean().alias("tokens_per_case"), pl.col("completion_tokens").mean().alias("completion_tokens_per_case"),
+        pl.col("latency_s").median().alias("median_latency_s"), pl.col("completion_tokens").count().alias("cases_with_usage"))
+    overall = joined.group_by("run_id", "benchmark").agg(pl.col("score").mean()).group_by("run_id").agg(
+        pl.col("score").mean().alias("overall"))
+    order = {r: i for i, r in enumerate(run_order(cases))}
+    out = overall.join(per_run, on="run_id").filter(pl.col("cases_with_usage") > 0).sort(
+        pl.col("run_id").replace_strict(order, default=len(order), return_dtype=pl.Int64))
+    if out.is_empty():
+        raise ValueError("cost: no run has token usage (imported runs and simulated stores carry none)")
+    return out.select("run_id", "overall", "tokens_per_case", "completion_tokens_per_case", "median_latency_s",
+                      "cases_with_usage")
+
+
+def cost(data: RunData, cases: pl.DataFrame) -> Figure:
+    """Overall score against tokens per case (left) and median answer latency (right), one point per run.
+
+    Tokens are the scored answer's prompt + completion tokens (reasoning tokens are part of the
+    completion); the judge's tokens are not counted. Raises ValueError when no run has usage.
+    """
+    frame = cost_data(data, cases)
+    runs = frame["run_id"].to_list()
+    labels = short_labels(runs)
+    has_latency = frame["median_latency_s"].is_not_null().any()
+    with styled():
+        fig = new_figure(4.6 if len(runs) <= LEGEND_RUNS else 4.6 + 0.17 * len(runs))
+        axes = fig.subplots(1, 2 if has_latency else 1, sharey=True, squeeze=False)[0]
+        panels = [(axes[0], "tokens_per_case", "prompt + completion tokens per case")]
+        if has_latency:
+            panels.append((axes[1], "median_latency_s", "median answer latency (s)"))
+        for ax, column, xlabel in panels:
+            _labelled_points(ax, frame[column].to_numpy().astype(float), frame["overall"].to_numpy().astype(float),
+                             [labels[r] for r in runs])
+            ax.set_xlabel(xlabel)
+            ax.grid(True)
+        axes[0].set_ylabel("overall score (macro mean)")
+        fig.suptitle("Score against cost")
+        if len(runs) > LEGEND_RUNS:
+            handles = axes[0].collections
+            fig.legend(handles, [f"{i + 1}  {labels[r]}" for i, r in enumerate(runs)], loc="outside lower center",
+                       ncol=3, handlelength=0.8)
+    return fig
+
+
+def _labelled_points(ax: Axes, x: np.ndarray, y: np.ndarray, labels: list[str]) -> None:
+    """One marker per run: with few runs named beside the point, with many numbered (legend below).
+
+    Names of points in the right third of the panel go on their left, so they stay inside it.
+    """
+    many = len(labels) > LEGEND_RUNS
+    finite = x[np.isfinite(x)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    for i, label in enumerate(labels):
+        ax.scatter([x[i]], [y[i]], s=45, color=colour(i), marker=marker(i), zorder=3, edgecolor="#404040",
+                   linewidth=0.4)
+        if np.isfinite(x[i]) and np.isfinite(y[i]):
+            flip = not many and hi > lo and (x[i] - lo) / (hi - lo) > 0.66
+            ax.annotate(str(i + 1) if many else label, (x[i], y[i]), xytext=(-5 if flip else 5, 4),
+                        textcoords="offset points", ha="right" if flip else "left", fontsize=9)
+    ax.margins(x=0.2, y=0.15)
