@@ -50,6 +50,10 @@ _EXPORTS: dict[str, str] = {
     "HarmOptions": "toolkit.analysis",
     "judge_agreement": "toolkit.analysis",
     "AgreementOptions": "toolkit.analysis",
+    # the comparison report
+    "write_report": "toolkit.report",
+    "ReportOptions": "toolkit.report",
+    "ReportPaths": "toolkit.report",
 }
 
 __all__ = sorted(_EXPORTS)

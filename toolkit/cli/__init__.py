@@ -12,6 +12,7 @@ from toolkit.cli.results import export_cmd, import_cmd, sql_cmd, summary_cmd
 from toolkit.cli.analysis import agreement_cmd, compare_cmd, harms_cmd, items_cmd
 from toolkit.cli.sim import sim
 from toolkit.cli.collect import demo_cmd, judge_cmd, run_cmd
+from toolkit.cli.report import report_cmd
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,6 +37,7 @@ cli.add_command(sim)
 cli.add_command(run_cmd)
 cli.add_command(judge_cmd)
 cli.add_command(demo_cmd)
+cli.add_command(report_cmd)
 
 
 def main(argv: list[str] | None = None) -> int:

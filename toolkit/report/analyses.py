@@ -1,0 +1,104 @@
+"""Every analysis a report shows, computed once from one read of the store, with the time each phase took."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import polars as pl
+
+from toolkit.analysis import (Agreement, AgreementOptions, Comparison, CompareOptions, HarmOptions, ItemAnalysis,
+                              ItemOptions, ResampleSettings, analyse_items, compare_data, harms, judge_agreement)
+from toolkit.analysis.multiplicity import adjust
+from toolkit.analysis.pairs import OVERALL
+from toolkit.bootstrap import BootstrapSettings
+from toolkit.selection import JudgeSelection, RunData, per_case, read_runs
+from toolkit.store import Store
+from toolkit.summary import SummaryOptions, summarize_data
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Wall seconds per phase, in the order the phases ran."""
+
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
+
+    def lines(self) -> list[str]:
+        total = sum(self.phases.values())
+        return [f"{name:<10} {seconds:7.2f} s" for name, seconds in self.phases.items()] + [f"{'total':<10} {total:7.2f} s"]
+
+
+@dataclass(frozen=True, eq=False)
+class Analyses:
+    """The frames the report is built from. Optional analyses are None with the reason in ``absent``."""
+
+    data: RunData
+    cases: pl.DataFrame  # per_case: one row per run x completed case
+    cmp: Comparison
+    pairs: pl.DataFrame  # the pairwise rows shown (every pair, or each run against the baseline)
+    items: ItemAnalysis | None
+    harm: pl.DataFrame | None
+    agreement: Agreement | None
+    reference: dict[str, dict]  # run id -> ``bedside summary`` object (the reference runner's intervals)
+    absent: dict[str, str]  # section -> why it has nothing to show
+    baseline: str | None
+
+
+def analyse(store: Store, run_ids: list[str], resamples: ResampleSettings, selection: JudgeSelection,
+            baseline: str | None, allow_mixed: bool, timings: Timings) -> Analyses:
+    with timings.phase("read"):
+        data = read_runs(store, run_ids, texts=True)
+    with timings.phase("analysis"):
+        cmp = compare_data(data, CompareOptions(resamples, False, allow_mixed, selection))
+        kept = cmp.leaderboard["run_id"].to_list()
+        if baseline is not None and baseline not in kept:
+            why = "is not among the compared runs" if baseline not in run_ids else "was left out of the comparison"
+            raise ValueError(f"report: --baseline {baseline!r} {why} (compared: {', '.join(kept)})")
+        cases = per_case(data, selection)
+        absent: dict[str, str] = {}
+        items = _optional("items", absent, lambda: analyse_items(data, ItemOptions(selection, top=10)))
+        harm = _optional("harms", absent, lambda: harms(data, HarmOptions(selection, resamples)))
+        agreement = _optional("judges", absent, lambda: judge_agreement(
+            data, AgreementOptions(selection.judge, selection.passes, resamples, 10)))
+        reference = summarize_data(data, kept, SummaryOptions(
+            bootstrap=BootstrapSettings(resamples.samples, resamples.seed), selection=selection))
+    return Analyses(data, cases, cmp, baseline_pairs(cmp.pairwise, baseline), items, harm, agreement, reference,
+                    absent, baseline)
+
+
+def _optional(section: str, absent: dict[str, str], compute):  # noqa: ANN001, ANN202 - a thunk and its value
+    """The analysis, or None with the reason (its one-line ValueError) kept for the report."""
+    try:
+        return compute()
+    except ValueError as error:
+        absent[section] = str(error)
+        return None
+
+
+def baseline_pairs(pairwise: pl.DataFrame, baseline: str | None) -> pl.DataFrame:
+    """Overall pairwise rows; with a baseline, each other run against it (delta = run - baseline), Holm and BH
+    recomputed over those rows only, since they are then the family shown."""
+    rows = pairwise.filter(pl.col("benchmark") == OVERALL)
+    if baseline is None:
+        return rows
+    rows = rows.filter((pl.col("run_a") == baseline) | (pl.col("run_b") == baseline))
+    flip = pl.col("run_a") == baseline
+    swapped = rows.with_columns(
+        run_a=pl.when(flip).then("run_b").otherwise("run_a"), run_b=pl.lit(baseline),
+        mean_a=pl.when(flip).then("mean_b").otherwise("mean_a"), mean_b=pl.when(flip).then("mean_a").otherwise("mean_b"),
+        delta=pl.when(flip).then(-pl.col("delta")).otherwise("delta"),
+        ci_low=pl.when(flip).then(-pl.col("ci_high")).otherwise("ci_low"),
+        ci_high=pl.when(flip).then(-pl.col("ci_low")).otherwise("ci_high"),
+        wins=pl.when(flip).then("losses").otherwise("wins"), losses=pl.when(flip).then("wins").otherwise("losses"))
+    return adjust(swapped.drop("p_holm", "p_bh")).select(rows.columns).sort("delta", descending=True,
+                                                                            nulls_last=True, maintain_order=True)

@@ -1,0 +1,126 @@
+"""The reproducibility block: what was compared, with which settings, and the command that rebuilds the report."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import polars as pl
+
+from toolkit.analysis import run_facts
+from toolkit.dataset import DatasetError, default_dataset_path, load_dataset
+from toolkit.protocol import PROTOCOL_VERSION
+from toolkit.report.analyses import Analyses
+from toolkit.selection import JudgeSelection
+from toolkit.store import Store
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    sha256: str
+    name: str
+    cases: int
+    benchmarks: int
+    runs: int
+
+
+def toolkit_version() -> str:
+    try:
+        return version("bedside")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def store_version(store: Store) -> str | None:
+    """The store's table version when the store format has one (Delta Lake), else None."""
+    getter = getattr(store, "version", None)
+    if not callable(getter):
+        return None
+    value = getter()
+    return None if value is None else str(value)
+
+
+def dataset_facts(analyses: Analyses, dataset_path: str | None) -> list[DatasetFacts]:
+    """One entry per dataset digest of the runs; the name comes from the dataset checkout given (or the
+    default one) when its digest matches, since the store keeps digests, not names."""
+    known: dict[str, str] = {}
+    try:
+        source = Path(dataset_path) if dataset_path else default_dataset_path()
+        loaded = load_dataset(source)
+        registry = source / "registry.json"
+        label = source.name
+        if registry.is_file():
+            meta = json.loads(registry.read_text(encoding="utf-8"))
+            label = f"{meta.get('name', source.name)} {meta.get('version', '')}".strip()
+        known[loaded.sha256] = label
+    except (DatasetError, OSError, ValueError):
+        if dataset_path:  # a dataset the user named must load; the default one is only a naming aid
+            raise
+    data = analyses.data
+    out = []
+    for sha in data.runs["dataset_sha256"].unique(maintain_order=True).to_list():
+        cases = data.cases.filter(pl.col("dataset_sha256") == sha)
+        out.append(DatasetFacts(sha, known.get(sha, "not named (give --dataset to name it)"), cases.height,
+                                cases["benchmark"].n_unique(), int((data.runs["dataset_sha256"] == sha).sum())))
+    return out
+
+
+def run_rows(analyses: Analyses, selection: JudgeSelection) -> pl.DataFrame:
+    """One row per selected run: models, judge passes, temperatures, dates, case counts, source, and the
+    reference runner's overall interval next to the paired analysis's."""
+    data = analyses.data
+    facts = run_facts(data, selection, analyses.cases)
+    judges = data.judgments.group_by("run_id").agg(pl.col("judge_model").unique().sort().str.join(", ")
+                                                   .alias("judge_models"))
+    answer_t = data.answers.filter(pl.col("error").is_null()).group_by("run_id").agg(
+        pl.col("answer_temperature").unique().sort().cast(pl.String).str.join(", ").alias("answer_temperature"))
+    judge_t = data.judgments.filter(pl.col("error").is_null()).group_by("run_id").agg(
+        pl.col("judge_temperature").unique().sort().cast(pl.String).str.join(", ").alias("judge_temperature"))
+    events = pl.concat([data.answers.select("run_id", "started_at", "finished_at"),
+                        data.judgments.select("run_id", "started_at", "finished_at")])
+    dates = events.group_by("run_id").agg(
+        pl.col("started_at").filter(pl.col("started_at") != "").min().str.slice(0, 10).alias("first_call"),
+        pl.col("finished_at").filter(pl.col("finished_at") != "").max().str.slice(0, 10).alias("last_call"))
+    board = analyses.cmp.leaderboard.select("run_id", "overall", "ci_low", "ci_high")
+    reference = pl.DataFrame(
+        [{"run_id": r, "reference_overall": s["overall_macro_mean"], "reference_ci_low": s["overall_ci95"][0],
+          "reference_ci_high": s["overall_ci95"][1]} for r, s in analyses.reference.items()],
+        schema={"run_id": pl.String, "reference_overall": pl.Float64, "reference_ci_low": pl.Float64,
+                "reference_ci_high": pl.Float64})
+    created = data.runs.select("run_id", pl.col("created_at").str.slice(0, 10).alias("created"))
+    out = facts
+    for extra in (judges, answer_t, judge_t, dates, created, board, reference):
+        out = out.join(extra, on="run_id", how="left", maintain_order="left")
+    return out.with_columns(pl.col(pl.Float64).fill_nan(None)).select(
+        "run_id", "answer_model", "judge_model", "judge_models", "passes", "answer_temperature", "judge_temperature",
+        "created", "first_call", "last_call", "completed", "failed", "not_attempted", "benchmarks_missing", "source",
+        "dataset_sha256", "overall", "ci_low", "ci_high", "reference_overall", "reference_ci_low", "reference_ci_high")
+
+
+def regenerate_command(run_ids: list[str] | None, store: Store, baseline: str | None, title: str | None,
+                       samples: int, seed: int, selection: JudgeSelection, dataset_path: str | None,
+                       allow_mixed: bool) -> str:
+    """The ``bedside report`` command that rebuilds this report (``--out`` left to the reader, so the text does
+    not depend on where this copy was written)."""
+    words = ["bedside", "report"]
+    words += ["--all"] if run_ids is None else [w for r in run_ids for w in ("--run", r)]
+    if baseline is not None:
+        words += ["--baseline", baseline]
+    if title is not None:
+        words += ["--title", title]
+    if selection.judge is not None:
+        words += ["--judge", selection.judge]
+    for p in selection.passes or ():
+        words += ["--pass", str(p)]
+    if allow_mixed:
+        words.append("--allow-mixed")
+    if dataset_path is not None:
+        words += ["--dataset", str(Path(dataset_path).resolve())]
+    words += ["--samples", str(samples), "--seed", str(seed), "--store", str(Path(store.root).resolve())]
+    return shlex.join(words)
+
+
+PROTOCOL = PROTOCOL_VERSION

@@ -1,0 +1,82 @@
+"""The report's figures: ``toolkit.figures`` drawn from the report's analyses, kept as PNG and data frames."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from matplotlib.figure import Figure
+
+from toolkit import figures
+from toolkit.report.analyses import Analyses
+from toolkit.report.model import FigureOut
+
+DPI = 110  # sharp enough in the HTML at the page's width, small enough to embed a dozen
+
+
+@dataclass(frozen=True)
+class Spec:
+    key: str
+    section: str  # anchor of the section the figure belongs to
+    caption: str
+    name: str  # function name in toolkit.figures (its data twin is ``<name>_data``)
+    args: Callable[[Analyses], tuple[Any, ...] | None]  # None: nothing to draw
+
+
+def _top_pair(a: Analyses) -> tuple[str, str] | None:
+    runs = a.cmp.leaderboard["run_id"].to_list()
+    if len(runs) < 2:
+        return None
+    if a.baseline is not None:
+        return next(r for r in runs if r != a.baseline), a.baseline
+    return runs[0], runs[1]
+
+
+SPECS = (
+    Spec("leaderboard", "leaderboard", "Overall score with 95% interval (left) and 95% rank interval (right).",
+         "leaderboard", lambda a: (a.cmp,)),
+    Spec("benchmark_heatmap", "benchmarks", "Mean per run and benchmark; the interval width is shown in each cell.",
+         "benchmark_heatmap", lambda a: (a.cmp,)),
+    Spec("score_distributions", "benchmarks", "Distribution of case scores per run and benchmark.",
+         "score_distributions", lambda a: (a.cases.filter(a.cases["run_id"].is_in(a.cmp.leaderboard["run_id"])),)),
+    Spec("pairwise_forest", "pairwise", "Paired differences with 95% intervals; filled marks differ after Holm.",
+         "pairwise_forest", lambda a: (a.cmp, a.baseline) if a.cmp.leaderboard.height > 1 else None),
+    Spec("win_delta_matrix", "pairwise", "Share of common cases where the row run scores above the column run "
+         "(left) and the mean difference (right).", "win_delta_matrix",
+         lambda a: (a.cmp, a.cases) if a.cmp.leaderboard.height > 1 else None),
+    Spec("pair_scatter", "differ", "Case scores of the top pair: points off the diagonal are the cases where "
+         "they differ.", "pair_scatter", lambda a: (a.cases, *pair) if (pair := _top_pair(a)) else None),
+    Spec("item_rates", "items", "Most-missed high-severity positive items and most-endorsed harmful items.",
+         "item_rates", lambda a: (a.items,) if a.items is not None else None),
+    Spec("harm_rates", "harms", "Severe omission vs severe commission case rates with 95% intervals.",
+         "harm_rates", lambda a: (a.harm,) if a.harm is not None else None),
+    Spec("precision_recall", "harms", "Severity-weighted precision against recall per run.",
+         "precision_recall", lambda a: (a.harm,) if a.harm is not None else None),
+    Spec("judge_agreement", "judges", "Agreement between judge passes or judges per benchmark.",
+         "judge_agreement", lambda a: (a.agreement,) if a.agreement is not None else None),
+    Spec("length_bias", "length-cost", "Case score against answer length: a slope here is a length bias check.",
+         "length_bias", lambda a: (a.data, a.cases)),
+    Spec("cost", "length-cost", "Overall score against token use, for runs that recorded usage.",
+         "cost", lambda a: (a.data, a.cases)),
+)
+
+
+def draw(a: Analyses, notes: list[str]) -> dict[str, list[FigureOut]]:
+    """Section anchor -> its figures. A figure that does not apply (``ValueError``: one judge pass, no usage)
+    is left out with a note."""
+    out: dict[str, list[FigureOut]] = {}
+    for spec in SPECS:
+        args = spec.args(a)
+        if args is None:
+            continue
+        try:
+            fig: Figure = getattr(figures, spec.name)(*args)
+        except ValueError as error:
+            notes.append(f"figure {spec.key} not drawn: {error}")
+            continue
+        png = figures.png_bytes(fig, dpi=DPI)
+        fig.clear()
+        data_fn = getattr(figures, f"{spec.name}_data", None)
+        data = data_fn(*args) if data_fn is not None else None
+        out.setdefault(spec.section, []).append(FigureOut(spec.key, spec.caption, png, data))
+    return out

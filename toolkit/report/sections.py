@@ -1,0 +1,187 @@
+"""The report's tables: analysis frames turned into rows of text cells (and the frames kept for CSV)."""
+
+from __future__ import annotations
+
+from statistics import NormalDist
+
+import polars as pl
+
+from toolkit.analysis.harms import BOTH
+from toolkit.report.analyses import Analyses
+from toolkit.report.model import (Cell, Table, case_anchor, interval, missing, num, number, p_text, pct, plain,
+                                  signed)
+
+ALPHA = 0.05
+# Minimum detectable difference at 80% power, two-sided 5%, for a normal estimate with standard error se.
+MDD_FACTOR = NormalDist().inv_cdf(1 - ALPHA / 2) + NormalDist().inv_cdf(0.8)
+
+
+def with_mdd(pairs: pl.DataFrame) -> pl.DataFrame:
+    """The pairwise rows with ``mdd80``: the analysis's own column when it has one, else derived from the
+    interval's width (SE = width / 3.92), which the method notes say."""
+    if "mdd80" in pairs.columns:
+        return pairs
+    se = (pl.col("ci_high") - pl.col("ci_low")) / (2 * NormalDist().inv_cdf(1 - ALPHA / 2))
+    return pairs.with_columns(mdd80=se * MDD_FACTOR)
+
+
+def run_cell(run_id: str, anchors: dict[str, str]) -> Cell:
+    return Cell(run_id, href=f"#{anchors[run_id]}" if run_id in anchors else None)
+
+
+def runs_table(rows: pl.DataFrame, anchors: dict[str, str]) -> Table:
+    columns = ["run", "answer model", "judge (passes)", "temp. answer / judge", "dates", "cases done / failed / "
+               "not attempted", "source", "paired interval (compare)", "reference interval (summary)"]
+    body = []
+    for r in rows.iter_rows(named=True):
+        others = [j for j in (r["judge_models"] or "").split(", ") if j and j != r["judge_model"]]
+        judge = f"{r['judge_model']} ({r['passes'] or '–'})" + (f"; also {', '.join(others)}" if others else "")
+        dates = r["first_call"] or r["created"] or "–"
+        if r["last_call"] and r["last_call"] != dates:
+            dates = f"{dates} to {r['last_call']}"
+        bad = r["failed"] or r["not_attempted"]
+        body.append([
+            Cell(r["run_id"], id=anchors[r["run_id"]]), plain(r["answer_model"]), Cell(judge),
+            Cell(f"{r['answer_temperature'] or '–'} / {r['judge_temperature'] or '–'}", kind="num"),
+            Cell(dates, kind="num"), Cell(f"{r['completed']} / {r['failed']} / {r['not_attempted']}",
+                                          kind="num bad" if bad else "num"), plain(r["source"]),
+            Cell(interval(r["overall"], r["ci_low"], r["ci_high"]), kind="num"),
+            Cell(interval(r["reference_overall"], r["reference_ci_low"], r["reference_ci_high"]), kind="num"),
+        ])
+    return Table("runs", "Runs compared", columns, body, rows)
+
+
+def leaderboard_table(a: Analyses, anchors: dict[str, str]) -> Table:
+    board = a.cmp.leaderboard.join(a.cmp.ranks.drop("rank"), on="run_id", how="left", maintain_order="left")
+    body = []
+    for r in board.iter_rows(named=True):
+        ranks = "–" if missing(r["rank_low"]) else (
+            f"{r['rank_low']:.0f}" if r["rank_low"] == r["rank_high"] else f"{r['rank_low']:.0f}–{r['rank_high']:.0f}")
+        body.append([number(r["rank"], 0), run_cell(r["run_id"], anchors), plain(r["answer_model"]),
+                     Cell(interval(r["overall"], r["ci_low"], r["ci_high"]), kind="num"), Cell(ranks, kind="num"),
+                     Cell(pct(r["share_first"]), kind="num"), number(r["completed"], 0),
+                     Cell(str(r["failed"]), kind="num bad" if r["failed"] else "num"),
+                     number(r["n_benchmarks"], 0)])
+    columns = ["rank", "run", "answer model", "overall [95% CI]", "rank 95% interval", "ranked first",
+               "cases", "failed", "benchmarks"]
+    return Table("leaderboard", "Leaderboard (macro mean over benchmarks)", columns, body, board)
+
+
+def benchmarks_table(a: Analyses, anchors: dict[str, str]) -> Table:
+    frame = a.cmp.benchmarks
+    names = frame["benchmark"].unique(maintain_order=True).to_list()
+    runs = a.cmp.leaderboard["run_id"].to_list()
+    cells = {(r["run_id"], r["benchmark"]): r for r in frame.iter_rows(named=True)}
+    body = []
+    for b in names:
+        row = [Cell(b)]
+        ns = {cells[(r, b)]["n"] for r in runs if (r, b) in cells}
+        row.append(Cell("/".join(str(n) for n in sorted(ns)), kind="num"))
+        for r in runs:
+            c = cells.get((r, b))
+            row.append(Cell("–", kind="num muted") if c is None else Cell(
+                num(c["mean"]), kind="num", title=f"95% CI {num(c['ci_low'])}–{num(c['ci_high'])}, n={c['n']}"))
+        body.append(row)
+    return Table("benchmarks", "Mean per benchmark (hover a cell for its 95% interval; the CSV has them all)",
+                 ["benchmark", "cases"] + runs, body, frame)
+
+
+def pairwise_table(a: Analyses, anchors: dict[str, str]) -> Table:
+    frame = with_mdd(a.pairs)
+    body = []
+    for r in frame.iter_rows(named=True):
+        sig = not missing(r["p_holm"]) and r["p_holm"] < ALPHA
+        verdict = "differ (Holm)" if sig else ("nominal only" if not missing(r["p_value"]) and r["p_value"] < ALPHA
+                                               else "cannot tell apart")
+        body.append([run_cell(r["run_a"], anchors), run_cell(r["run_b"], anchors), number(r["n_cases"], 0),
+                     Cell(interval(r["delta"], r["ci_low"], r["ci_high"], sign=True), kind="num"),
+                     Cell(p_text(r["p_value"]), kind="num"), Cell(p_text(r["p_holm"]), kind="num good" if sig else "num"),
+                     Cell(p_text(r["p_bh"]), kind="num"), Cell(num(r["mdd80"]), kind="num"),
+                     Cell(f"{r['wins']}/{r['ties']}/{r['losses']}", kind="num"), Cell(verdict, kind="good" if sig else "muted")])
+    columns = ["run A", "run B", "common cases", "A − B [95% CI]", "p", "p Holm", "p BH", "detectable (80% power)",
+               "A wins/ties/B wins", "verdict"]
+    caption = ("Each run against the baseline" if a.baseline else "Every pair of runs") + \
+        " (overall, paired on common cases)"
+    return Table("pairwise", caption, columns, body, frame)
+
+
+def items_tables(a: Analyses) -> list[Table]:
+    if a.items is None:
+        return []
+    tables = []
+    for key, frame, rate, label in (
+            ("items_missed", a.items.missed, "miss_rate", "Positive items most often missed (omissions)"),
+            ("items_endorsed", a.items.endorsed, "match_rate", "Harmful or wrong items most often endorsed")):
+        body = [[Cell(r["text"]), Cell(r["benchmark"]), Cell(f"{r['points']:+g}", kind="num"),
+                 Cell(pct(r[rate]), kind="num"), number(r["n_runs"], 0), Cell(num(r["discrimination"], 2), kind="num"),
+                 Cell(r["case_id"][:10], href=f"#{case_anchor(r['case_id'])}", kind="mono")]
+                for r in frame.iter_rows(named=True)]
+        tables.append(Table(key, label, ["rubric item", "benchmark", "points", "rate over runs", "runs",
+                                         "discrimination", "case"], body, frame))
+    runs = a.items.runs.pivot(on="rate", index="run_id", values="share", aggregate_function="first")
+    body = [[Cell(r["run_id"]), Cell(pct(r.get("positive_matched")), kind="num"),
+             Cell(pct(r.get("negative_endorsed")), kind="num")] for r in runs.iter_rows(named=True)]
+    tables.append(Table("items_runs", "Share of positive items matched and of negative items endorsed, per run",
+                        ["run", "positive matched", "negative endorsed"], body, a.items.runs))
+    return tables
+
+
+HARM_COLUMNS = (("severe_omission_case_rate", "severe omission (cases)"),
+                ("severe_commission_case_rate", "severe commission (cases)"), ("severe_rate", "either"),
+                ("precision", "precision"), ("recall", "recall"), ("f1", "F1"))
+
+
+def harms_table(a: Analyses, anchors: dict[str, str]) -> Table | None:
+    if a.harm is None:
+        return None
+    frame = a.harm.filter(pl.col("scope") == BOTH)
+    cells = {(r["run_id"], r["metric"]): r for r in frame.iter_rows(named=True)}
+    body = []
+    for run in frame["run_id"].unique(maintain_order=True).to_list():
+        row = [run_cell(run, anchors)]
+        for metric, _ in HARM_COLUMNS:
+            c = cells.get((run, metric))
+            row.append(Cell("–", kind="num") if c is None else Cell(
+                interval(c["value"], c.get("ci_low"), c.get("ci_high")), kind="num", title=f"n = {c['n_cases']}"))
+        body.append(row)
+    return Table("harms", "Safety benchmarks pooled (lower is better for the first three; hover for the case count)",
+                 ["run"] + [label for _, label in HARM_COLUMNS], body, a.harm)
+
+
+def judge_tables(a: Analyses) -> list[Table]:
+    if a.agreement is None:
+        return []
+    summary = a.agreement.summary
+    cols = [c for c in summary.columns if c != "run_id"]
+    body = [[Cell(str(r["run_id"]))] + [Cell(num(v) if isinstance(v, float) else ("–" if v is None else str(v)),
+                                             kind="num" if isinstance(v, (int, float)) else "") for v in
+                                        (r[c] for c in cols)] for r in summary.iter_rows(named=True)]
+    tables = [Table("judges", "Agreement between judge passes / judges, per run", ["run"] + cols, body, summary)]
+    scores = a.agreement.scores.filter(pl.col("benchmark") == "overall")
+    body = [[Cell(r["run_id"]), Cell(r["rater_a"]), Cell(r["rater_b"]),
+             Cell(interval(r["delta"], r["ci_low"], r["ci_high"], sign=True), kind="num"),
+             Cell(p_text(r["p_holm"]), kind="num")] for r in scores.iter_rows(named=True)]
+    tables.append(Table("judge_scores", "Overall score difference between raters of the same answers",
+                        ["run", "rater A", "rater B", "A − B [95% CI]", "p Holm"], body, a.agreement.scores))
+    return tables
+
+
+def cases_table(a: Analyses, anchors: dict[str, str]) -> Table:
+    """Every case with each run's score: the target of the case links elsewhere in the report."""
+    runs = a.cmp.leaderboard["run_id"].to_list()
+    wide = a.cases.filter(pl.col("run_id").is_in(runs)).pivot(
+        on="run_id", index=["benchmark", "case_id"], values="score", aggregate_function="first")
+    prompts = a.data.cases.select("case_id", "position", "prompt").unique("case_id", keep="first")
+    wide = wide.join(prompts, on="case_id", how="left").sort("position", "case_id").drop("position")
+    body = []
+    for r in wide.iter_rows(named=True):
+        prompt = r["prompt"] or ""
+        body.append([Cell(r["case_id"][:10], kind="mono", title=r["case_id"], id=case_anchor(r["case_id"])), Cell(r["benchmark"]),
+                     Cell(prompt[:140] + ("…" if len(prompt) > 140 else ""), kind="prompt")] +
+                    [Cell(num(r.get(run), 2), kind="num") for run in runs])
+    return Table("cases", "Every case: score per run (blank: not completed)", ["case", "benchmark", "prompt"] + runs,
+                 body, wide.select("benchmark", "case_id", *[r for r in runs if r in wide.columns]))
+
+
+__all__ = ["ALPHA", "with_mdd", "runs_table", "leaderboard_table", "benchmarks_table", "pairwise_table",
+           "items_tables", "harms_table", "judge_tables", "cases_table", "signed"]

@@ -1,0 +1,123 @@
+"""The report's sentences: the summary in words and the method notes, generated from the numbers."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from toolkit.analysis.harms import BOTH
+from toolkit.report.analyses import Analyses
+from toolkit.report.model import interval, missing, num, p_text, pct, signed
+from toolkit.report.sections import ALPHA, with_mdd
+
+
+def p_eq(value: float | None) -> str:
+    text = p_text(value)
+    return f"p {text[0]} {text[1:]}" if text.startswith("<") else f"p = {text}"
+
+
+def _pair_sentence(r: dict) -> str:
+    diff = interval(r["delta"], r["ci_low"], r["ci_high"], sign=False)
+    if not missing(r["p_holm"]) and r["p_holm"] < ALPHA:
+        return (f"{r['run_a']} leads {r['run_b']} by {diff}, significant after Holm ({p_eq(r['p_holm'])}, "
+                f"{r['n_cases']} common cases).")
+    nominal = "" if missing(r["p_value"]) or r["p_value"] >= ALPHA else ", significant only before adjustment"
+    return (f"{r['run_a']} and {r['run_b']} cannot be told apart: difference {diff}, Holm {p_eq(r['p_holm'])}"
+            f"{nominal}; these {r['n_cases']} common cases could detect about {num(r['mdd80'], 2)} with 80% power.")
+
+
+def summary(a: Analyses) -> list[str]:
+    board = a.cmp.leaderboard.join(a.cmp.ranks.drop("rank"), on="run_id", how="left", maintain_order="left")
+    lines = []
+    top = board.row(0, named=True)
+    judges = sorted({j for j in board["judge_model"].to_list() if j})
+    lines.append(f"{board.height} run(s) compared on {int(board['completed'].max())} cases at most, scored by "
+                 f"{', '.join(judges) or 'no judge'}.")
+    lines.append(f"{top['run_id']} ranks first with {interval(top['overall'], top['ci_low'], top['ci_high'])}; "
+                 f"it ranks first in {pct(top['share_first'])} of resamples.")
+    pairs = with_mdd(a.pairs)
+    if a.baseline is not None:
+        lines.append(f"Against the baseline {a.baseline}:")
+        rows = list(pairs.iter_rows(named=True))
+    else:
+        order = board["run_id"].to_list()
+        key = {(r["run_a"], r["run_b"]): r for r in pairs.iter_rows(named=True)}
+        rows = [key[(x, y)] for x, y in zip(order, order[1:]) if (x, y) in key]
+    lines += [_pair_sentence(r) for r in rows]
+    if a.baseline is None and pairs.height > len(rows):
+        sig = int((pairs["p_holm"].fill_null(1.0) < ALPHA).sum())
+        lines.append(f"Over all {pairs.height} pairs, {sig} differ after Holm's adjustment.")
+    if a.harm is not None:
+        severe = a.harm.filter((pl.col("scope") == BOTH) & (pl.col("metric") == "severe_rate")).sort("value")
+        if severe.height > 1:
+            best, worst = severe.row(0, named=True), severe.row(-1, named=True)
+            lines.append(f"On the safety benchmarks, the share of cases with a severe error is lowest for "
+                         f"{best['run_id']} ({num(best['value'], 2)}) and highest for {worst['run_id']} "
+                         f"({num(worst['value'], 2)}).")
+    failed = board.filter((pl.col("failed") > 0) | (pl.col("not_attempted") > 0))
+    if failed.height:
+        lines.append(f"{failed.height} run(s) have failed or not-attempted cases; see the warnings.")
+    return lines
+
+
+def method_notes(a: Analyses, samples: int, seed: int) -> list[str]:
+    notes = [
+        "Scores: each case's rubric score (points rubric, or weighted F1 on the two safety benchmarks) averaged over "
+        "the selected judge passes; a run's overall score is the macro mean of its benchmark means.",
+        f"Two kinds of interval appear, and they differ on purpose. The reproducibility table's \"reference "
+        f"interval (summary)\" is the reference runner's bootstrap reproduced bit for bit (`bedside summary`: "
+        f"Mersenne-Twister draws per benchmark, {samples} samples, seed {seed}, dataset order for collected runs and "
+        "completion order for imported ones): it is the number a published BedsideBench result would show. Every "
+        f"other interval in this report is the paired analysis's (`bedside compare`): {samples} stratified "
+        f"resamples from numpy's seeded generator (seed {seed}) drawn once and shared by every run, pair and rank, "
+        "so differences and ranks are computed on the same resampled cases. The two use different random draws, so "
+        "their bounds differ by Monte-Carlo noise (typically in the third decimal); neither is more correct.",
+        "Pairwise differences are paired on the cases both runs completed. p-values are two-sided and agree with "
+        "the 95% interval; Holm (family-wise) and Benjamini-Hochberg (false discovery rate) adjust over the rows "
+        "of the pairwise table shown. \"Cannot be told apart\" means the Holm-adjusted p is 0.05 or more; it is not "
+        "evidence that the runs are equal.",
+        "Detectable (80% power): the smallest true difference that this pair's case count and case-level spread "
+        "would detect at two-sided 5% with 80% probability; a difference below it can go unseen.",
+        "Rank intervals: each run's rank in every resample (ties share the better rank); the 2.5-97.5% range "
+        "and the share of resamples where it ranks first.",
+    ]
+    if a.items is not None:
+        notes.append("Rubric items: rate = mean over runs of the share of judge passes that matched the item; "
+                     "discrimination = correlation across runs between matching the item and the run's overall "
+                     "score (needs 3 runs).")
+    if a.harm is not None:
+        counts = {m: int(v) for m, v in a.harm.filter(pl.col("scope") == BOTH).group_by("metric").agg(
+            pl.col("n_cases").max()).iter_rows()}
+        both = counts.get("f1", 0)
+        notes.append(
+            "Harms (safety benchmarks only): severe omission = a +3 item missed, severe commission = a -3 item "
+            f"endorsed. Case rates are over {counts.get('severe_omission_case_rate', both)} cases for omissions and "
+            f"{counts.get('severe_commission_case_rate', both)} for commissions (of {both} safety cases per run at "
+            "most)" + (": cases without a +3 (or -3) item cannot have the event and are left out." if
+                      counts.get("severe_omission_case_rate", both) < both or
+                      counts.get("severe_commission_case_rate", both) < both else ".") +
+            " Precision and recall are weighted by severity class.")
+    return notes
+
+
+def warnings(a: Analyses) -> list[str]:
+    out = list(a.cmp.notes)
+    for row in a.cmp.excluded.iter_rows(named=True):
+        out.append(f"run {row['run_id']} left out: {row['reason']}")
+    board = a.cmp.leaderboard
+    for r in board.filter((pl.col("failed") > 0) | (pl.col("not_attempted") > 0)).iter_rows(named=True):
+        out.append(f"run {r['run_id']}: {r['failed']} failed and {r['not_attempted']} not-attempted case(s); its "
+                   f"scores cover the {r['completed']} completed cases only")
+    judges = board["judge_model"].unique().to_list()
+    if len(judges) > 1:
+        out.append(f"runs were scored by different judges ({', '.join(str(j) for j in judges)}): score differences "
+                   "mix answer quality with judge strictness")
+    for section, why in a.absent.items():
+        if section != "judges":
+            out.append(f"{section}: nothing to show ({why})")
+    if a.agreement is not None:
+        out += a.agreement.notes
+    return list(dict.fromkeys(out))
+
+
+def delta_text(value: float | None) -> str:
+    return signed(value)
