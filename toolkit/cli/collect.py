@@ -7,12 +7,13 @@ because the collector pulls in the openai SDK (~1 s), which other commands never
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import click
 
 from toolkit import protocol
-from toolkit.cli.common import CommandError, dataset_option, emit, store_option
+from toolkit.cli.common import CommandError, dataset_option, emit, store_option, wide_option
 from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES, DEFAULT_JUDGE_REASKS,
                                       DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY, DEFAULT_TIMEOUT_S, FLOAT_RANGES,
                                       INT_RANGES, PROGRESS_MODES)
@@ -20,6 +21,7 @@ from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES,
 if TYPE_CHECKING:
     from toolkit.collect.api import Collection
     from toolkit.collect.runner import RunReport
+    from toolkit.store import Store
 
 EXIT_INCOMPLETE = 3  # the run finished but some cases failed: re-running retries them
 EXIT_INTERRUPTED = 130
@@ -124,25 +126,36 @@ def judge_cmd(run_id: str, judge_model: str, passes: tuple[int, ...], judge_base
 @click.option("--concurrency", type=click.IntRange(*INT_RANGES["concurrency"]), default=DEFAULT_CONCURRENCY,
               show_default=True, help="Calls in flight at the simulated endpoint, shared by the four models.")
 @click.option("--progress", type=click.Choice(PROGRESS_MODES), default=DEFAULT_PROGRESS, show_default=True)
-def demo_cmd(store_dir: str | None, concurrency: int, progress: str) -> None:
+@click.option("--replace", is_flag=True, help="Replace runs named like the demo's (sim/strong, ...) even when the "
+              "demo did not collect them (it replaces its own earlier runs anyway).")
+@wide_option
+def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bool) -> None:
     """Offline demo: four simulated models on the bundled sample, graded by a simulated judge.
 
-    Starts the simulated provider on loopback, collects into a FRESH store (default data/results/demo,
-    wiped first) and prints the leaderboard.
+    Starts the simulated provider on loopback, collects the runs sim/strong, sim/medium, sim/weak and
+    sim/skill-0.45 into the store and prints their leaderboard. It replaces only the runs an earlier demo
+    collected; every other run in the store stays as it was.
     """
+    import shlex
+
     from toolkit.collect.api import progress_views
     from toolkit.collect.demo import run_demo
 
-    store, reports, board = run_demo(store_dir, concurrency, progress_views(progress))
+    store, reports, board = run_demo(store_dir, concurrency, progress_views(progress), replace=replace,
+                                     say=click.echo)
     for report in reports:
         click.echo(report.line())
+        if report.failure_line():
+            click.echo(report.failure_line())
     if board is None:  # interrupted: no leaderboard of partly collected runs
         raise _exit(EXIT_INTERRUPTED, f"interrupted; {store.root} holds partial runs. Run `bedside demo` again "
                     "to start over.")
-    emit(board, "table", title="Leaderboard: simulated models on the bundled sample (macro mean, 95% CI)")
+    emit(board, "table", title="Leaderboard: simulated models on the bundled sample (macro mean, 95% CI)",
+         optional=("answer_model", "judge_model"))
+    where = "" if store_dir is None and "BEDSIDE_STORE" not in os.environ else f" --store {shlex.quote(str(store.root))}"
     click.echo(f"store: {store.root}")
-    click.echo(f"next:  bedside compare --all --store {store.root}   (paired comparisons, ranks)")
-    click.echo(f"       bedside items --all --store {store.root}     (rubric items behind the scores)")
+    click.echo(f"next:  bedside compare --all{where}   (paired comparisons, ranks)")
+    click.echo(f"       bedside items --all{where}     (rubric items behind the scores)")
     click.echo("Simulated models, illustrative sample: these numbers say nothing about any real model. "
                "Not for clinical use.")
 
@@ -167,16 +180,23 @@ def _collect_or_estimate(collection: Collection, dry_run: bool, cancel_batch: bo
         raise CommandError([f"{error} (nothing else was called; completed work is stored)"]) from None
     except PendingBatch as error:
         raise CommandError([str(error)]) from None
-    _finish(report)
+    _finish(report, collection.store)
 
 
-def _finish(report: RunReport) -> None:
+def _finish(report: RunReport, store: Store) -> None:
     click.echo(report.line())
     if report.interrupted:
         raise _exit(EXIT_INTERRUPTED, "interrupted; what completed is stored. Run the same command again to resume.")
     if report.answer_errors or report.judge_errors:
-        raise _exit(EXIT_INCOMPLETE, f"{report.answer_errors + report.judge_errors} cases still failed; run the "
-                    "same command again to retry them (the errors are in the answers and judgments tables)")
+        from toolkit.failures import causes_line, failure_causes
+
+        # batch mode keeps no per-call errors in its report: the stored errors say why
+        why = report.failure_line()
+        if why is None:
+            causes = failure_causes(store, report.run_id)
+            why = f"{report.run_id}: " + (causes_line(causes) if causes else
+                                          f"{report.answer_errors + report.judge_errors} cases still failed")
+        raise _exit(EXIT_INCOMPLETE, f"{why}; run the same command again to retry them")
 
 
 def _exit(code: int, message: str) -> CommandError:

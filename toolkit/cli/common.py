@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Sequence
 
 import click
 import polars as pl
@@ -28,8 +30,23 @@ class CommandError(click.ClickException):
             click.echo(f"bedside: error: {line}", err=True)
 
 
+class Interrupted(click.ClickException):
+    """Ctrl-C caught inside a command: one line, exit 130 (click's own handling adds a blank line)."""
+
+    exit_code = 130
+
+    def __init__(self) -> None:
+        super().__init__("interrupted")
+
+    def show(self, file: Any = None) -> None:
+        click.echo("bedside: interrupted", err=True)
+
+
 def run_safely(group: click.Group, argv: list[str]) -> int:
-    """Run the CLI; known failures become one line each on stderr and a non-zero exit."""
+    """Run the CLI; failures become one line each on stderr and a non-zero exit, never a traceback.
+
+    An exception no check anticipated is still one line (``internal error: <type>: <message>``);
+    ``BEDSIDE_DEBUG=1`` lets it through with its traceback."""
     try:
         # Outside standalone mode click returns ctx.exit(n)'s code instead of raising it.
         code = group.main(args=argv, prog_name="bedside", standalone_mode=False)
@@ -37,7 +54,7 @@ def run_safely(group: click.Group, argv: list[str]) -> int:
             return code
     except click.exceptions.Exit as done:
         return int(done.exit_code or 0)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("bedside: interrupted", err=True)
         return 130
     except MemoryError:
@@ -48,24 +65,66 @@ def run_safely(group: click.Group, argv: list[str]) -> int:
         error.show()
         return error.exit_code if error.exit_code not in (None, 0) else EXIT_FAILED
     except (DatasetError, StoreError, ValueError, OSError) as error:
-        lines = [str(p) for p in getattr(error, "problems", [])] or [str(error)]
+        lines = [str(p) for p in getattr(error, "problems", [])] or [(str(error).splitlines() or [""])[0]]
         for line in lines:
             click.echo(f"bedside: error: {line}", err=True)
+        return EXIT_FAILED
+    except RecursionError:
+        click.echo("bedside: error: input nested too deeply", err=True)
+        return EXIT_FAILED
+    except Exception as error:
+        if os.environ.get("BEDSIDE_DEBUG"):
+            raise
+        first = (str(error).splitlines() or [""])[0]
+        click.echo(f"bedside: error: internal error: {type(error).__name__}: {first} "
+                   "(BEDSIDE_DEBUG=1 shows the traceback)", err=True)
         return EXIT_FAILED
     return 0
 
 
+STORE_DEFAULT_TEXT = "$BEDSIDE_STORE, else ./data/results under the current directory"
+
+
+class _StoreOption(click.Option):
+    """``--store``, whose help also shows where the default store is right now."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)
+        if record is None:
+            return None
+        from toolkit.store import default_store_path
+
+        return record[0], f"{record[1]} [now: {default_store_path()}]"
+
+
 def store_option(func: Callable) -> Callable:
-    return click.option("--store", "store_dir", type=click.Path(file_okay=False),
-                        help="Store directory (default: $BEDSIDE_STORE or data/results).")(func)
+    return click.option("--store", "store_dir", type=click.Path(file_okay=False), cls=_StoreOption,
+                        help=f"Store directory (default: {STORE_DEFAULT_TEXT}).")(func)
 
 
 def dataset_option(func: Callable) -> Callable:
     return click.option("--dataset", "dataset_path", type=click.Path(exists=False),
-                        help="Dataset checkout or case file (default: the bundled sample).")(func)
+                        help="Dataset checkout or case file (default: $BEDSIDE_DATASET, else the bundled sample).")(func)
+
+
+def _set_wide(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        ctx.meta[WIDE_KEY] = True
+    return value
+
+
+WIDE_KEY = "bedside.wide"
+
+
+def wide_option(func: Callable) -> Callable:
+    """``--wide``: tables show every column, however wide (read by ``emit``; no parameter to pass on)."""
+    return click.option("--wide", is_flag=True, expose_value=False, callback=_set_wide,
+                        help="Tables: every column, wider than the terminal if need be (default: the columns "
+                             "that fit).")(func)
 
 
 def format_option(func: Callable) -> Callable:
+    func = wide_option(func)
     return click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
                         show_default=True, help="Output format.")(func)
 
@@ -80,29 +139,93 @@ def selected_runs(store: Store, runs: tuple[str, ...], all_runs: bool) -> list[s
     if all_runs:
         ids = store.run_ids()
         if not ids:
-            raise StoreError(f"{store.root}: the store has no runs")
+            raise StoreError(no_runs_message(store))
         return ids
     if not runs:
         raise click.UsageError("choose runs with --run ID (repeatable) or --all")
     return list(dict.fromkeys(runs))  # a run given twice is one run (first occurrence order)
 
 
-def emit(frame: pl.DataFrame, fmt: str, title: str | None = None) -> None:
-    """Print a frame as a table, CSV or JSON records."""
+def no_runs_message(store: Store) -> str:
+    """The one line for an empty store, saying which store was read and how to choose another."""
+    return (f"{store.root}: the store has no runs (the default store is {STORE_DEFAULT_TEXT}; give --store DIR, "
+            "or fill this one with `bedside demo`, `bedside run` or `bedside import`)")
+
+
+def emit(frame: pl.DataFrame, fmt: str, title: str | None = None, optional: Sequence[str] = ()) -> None:
+    """Print a frame as a table, CSV or JSON records.
+
+    A table fits the terminal (``COLUMNS`` or its real width; 80 when output is not a terminal): when
+    all columns do not fit, the ``optional`` ones are left out first, then columns from the right (never
+    the first), and a caption names them; ``--wide`` prints every column. CSV and JSON are never cut.
+    """
     if fmt == "csv":
         sys.stdout.write(frame.write_csv())
     elif fmt == "json":
         click.echo(json.dumps(frame.to_dicts(), indent=2, default=str))
     else:
-        from rich.console import Console
-        from rich.table import Table
+        print_table(frame, title, optional, wide=_wide_requested())
 
-        table = Table(title=title, show_lines=False)
-        for name in frame.columns:
-            table.add_column(name, overflow="fold")
-        for row in frame.iter_rows():
-            table.add_row(*[_cell(v) for v in row])
-        Console(width=max(100, min(200, 24 * len(frame.columns)))).print(table)
+
+def terminal_width() -> int:
+    return max(40, shutil.get_terminal_size((80, 24)).columns)
+
+
+def _wide_requested() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.find_root().meta.get(WIDE_KEY))
+
+
+FOLD_WIDTH = 24  # a long text cell may wrap down to this width; numbers and short cells never wrap
+# Left out first when a table is too wide for the terminal (after the caller's ``optional``): identifiers
+# and detail behind the headline numbers. The remaining columns then go from the right.
+SECONDARY_COLUMNS = (
+    "dataset_sha256", "item_id", "case_id", "source", "resamples", "answer_model", "judge_model", "grading_method",
+    "n_benchmarks", "benchmarks_missing", "passes", "rank_median", "df", "se", "mdd80", "wins", "ties", "losses",
+    "mean_a", "mean_b", "severity_class", "wilcoxon_p", "p_bh", "not_attempted", "n_runs",
+)
+# Left out last, the end of this list first: what a row is about and the numbers a table is printed for.
+ESSENTIAL_COLUMNS = (
+    "run_id", "run", "run_a", "run_b", "scope", "text", "overall", "mean", "delta", "value", "rank", "ci_low",
+    "ci_high", "ci95_low", "ci95_high", "p_holm", "miss_rate", "match_rate", "f1", "precision", "recall", "p_value",
+    "rank_low", "rank_high", "cases", "errors",
+)
+
+
+def print_table(frame: pl.DataFrame, title: str | None, optional: Sequence[str] = (), wide: bool = False) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    cells = [[_cell(v) for v in row] for row in frame.iter_rows()]
+    columns = list(frame.columns)
+    # Headers are shown with spaces for underscores, so that they wrap between words, never inside one.
+    header = {c: c.replace("_", " ") for c in columns}
+    natural = {c: max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)}
+    need = {c: max(max(map(len, header[c].split() or [""])), min(natural[c], FOLD_WIDTH)) for c in columns}
+    width = terminal_width()
+    shown = list(columns)
+    if not wide:
+        first = [c for c in (*optional, *SECONDARY_COLUMNS) if c in columns]
+        rest = [c for c in reversed(columns[1:]) if c not in ESSENTIAL_COLUMNS]
+        last = [c for c in reversed(ESSENTIAL_COLUMNS) if c in columns[1:]]
+        droppable = list(dict.fromkeys(first + rest + last))
+        while _table_width(need[c] for c in shown) > width and droppable:
+            shown.remove(droppable.pop(0))
+    hidden = [c for c in columns if c not in shown]
+    caption = f"not shown: {', '.join(hidden)} (--wide shows every column)" if hidden else None
+    table = Table(title=title, caption=caption, show_lines=False)
+    for c in shown:
+        table.add_column(header[c], overflow="fold", min_width=need[c], no_wrap=natural[c] <= need[c])
+    index = [columns.index(c) for c in shown]
+    for row in cells:
+        table.add_row(*[row[i] for i in index])
+    full = _table_width(natural[c] for c in shown)
+    Console(width=max(width, full) if wide else width, soft_wrap=False).print(table)
+
+
+def _table_width(widths: Iterable[int]) -> int:
+    widths = list(widths)
+    return sum(widths) + 3 * len(widths) + 1  # rich's box: a border and one space of padding each side
 
 
 def _cell(value: Any) -> str:

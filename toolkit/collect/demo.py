@@ -1,73 +1,115 @@
 """The offline demo: simulated models answer the bundled sample, a simulated judge grades, a leaderboard.
 
-Everything runs in this process against the simulated provider on a free
-loopback port, through the same collector a real run uses.
+Everything runs in this process against the simulated provider on a free loopback port, through
+the same collector a real run uses, into the default store (or ``store_dir``). The demo replaces
+only runs it collected itself (marked in their settings); a run of the same id from anywhere else
+is refused unless ``replace=True``, and nothing else in the store is touched.
 """
 
 from __future__ import annotations
 
-import shutil
+import json
 from pathlib import Path
+from typing import Any, Callable
 
 import polars as pl
 
 from toolkit.collect.judge import case_to_judge
-from toolkit.collect.plan import ensure_run
+from toolkit.collect.plan import ensure_run, run_row
 from toolkit.collect.progress import ViewFactory
 from toolkit.collect.runner import CollectJob, RunReport, collect
 from toolkit.collect.settings import DEFAULT_CONCURRENCY, CollectSettings, Endpoint
 from toolkit.collect.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
-from toolkit.store import DEFAULT_STORE, Store, StoreError
+from toolkit.store import Store, StoreError, default_store_path
 from toolkit.summary import summarize
 from toolkit.tables import TABLES
 
-DEMO_STORE = DEFAULT_STORE / "demo"
 DEMO_MODELS = ("sim/strong", "sim/medium", "sim/weak", "sim/skill-0.45")
 DEMO_JUDGE = "sim/judge"
+DEMO_MARK = "bedside demo"  # settings["collected_by"] of the runs the demo wrote
 _STORE_ENTRIES = {*TABLES, "journal", ".locks"}
 
 
-def fresh_store(root: Path) -> Store:
-    """An empty store at ``root``; an existing directory is wiped only if it holds nothing but a store."""
+def open_demo_store(root: Path) -> Store:
+    """The store at ``root``; a directory that holds files but nothing of a store is refused."""
     if root.exists():
         if not root.is_dir():
             raise StoreError(f"{root}: not a directory")
-        foreign = sorted(p.name for p in root.iterdir() if p.name not in _STORE_ENTRIES)
-        if foreign:
-            raise StoreError(f"{root}: holds {foreign[0]!r}, which is not part of a bedside store; the demo wipes "
-                             "its store, so give it a new or empty directory with --store")
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
+        entries = sorted(p.name for p in root.iterdir())
+        if entries and not _STORE_ENTRIES.intersection(entries):
+            raise StoreError(f"{root}: holds {entries[0]!r}, which is not part of a bedside store; give the demo a "
+                             "store or a new or empty directory with --store")
     return Store.open(root)
 
 
-def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENCY, views: ViewFactory | None = None,
-             latency_ms: float = 20.0) -> tuple[Store, list[RunReport], pl.DataFrame | None]:
-    """Collect the demo models into a fresh store; (store, reports, leaderboard).
+def is_demo_run(row: dict[str, Any]) -> bool:
+    """A runs row the demo wrote: collected, the id is a demo model's, graded by the simulated judge and
+    marked in its settings. An imported or hand-collected run of the same id is not one."""
+    try:
+        settings = json.loads(row.get("settings") or "{}")
+    except json.JSONDecodeError:
+        return False
+    return (row["source"] == "collected" and row["run_id"] in DEMO_MODELS and row["answer_model"] == row["run_id"]
+            and row["judge_model"] == DEMO_JUDGE and isinstance(settings, dict)
+            and settings.get("collected_by") == DEMO_MARK)
 
-    ``concurrency``: calls in flight at the simulated endpoint, shared by the four models. When the
-    collection was interrupted (Ctrl-C; ``reports[i].interrupted``) the store is incomplete and the
-    leaderboard is None: a ranking of partly collected runs would mislead.
+
+def runs_to_replace(store: Store, replace: bool = False) -> list[str]:
+    """The demo run ids already in the store, all of them the demo's own (or ``replace``); StoreError
+    naming the first that is not, before anything is removed."""
+    present = [r for r in DEMO_MODELS if store.has_run(r)]
+    for run_id in present:
+        row = store.run(run_id)
+        if not replace and not is_demo_run(row):
+            origin = f"imported from {row['source_file']}" if row["source"] == "imported" and row["source_file"] \
+                else f"{row['source']}, answer model {row['answer_model']!r}, judge {row['judge_model']!r}"
+            raise StoreError(f"{store.root}: run {run_id!r} was not collected by the demo ({origin}); the demo would "
+                             "replace it: give --replace to let it, or another --store")
+    return present
+
+
+def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENCY, views: ViewFactory | None = None,
+             latency_ms: float = 20.0, replace: bool = False,
+             say: Callable[[str], None] | None = None) -> tuple[Store, list[RunReport], pl.DataFrame | None]:
+    """Collect the demo models into the store (default: ``$BEDSIDE_STORE`` or ./data/results); (store,
+    reports, leaderboard of the demo runs).
+
+    The demo's own earlier runs are replaced (``say`` is told which); any other run with a demo id is
+    refused unless ``replace``. ``concurrency``: calls in flight at the simulated endpoint, shared by the
+    four models. When the collection was interrupted (Ctrl-C; ``reports[i].interrupted``) the leaderboard
+    is None: a ranking of partly collected runs would mislead.
     """
-    store = fresh_store(Path(store_dir) if store_dir else DEMO_STORE)
+    store = open_demo_store(Path(store_dir) if store_dir else default_store_path())
     dataset = load_dataset(None)
+    earlier = runs_to_replace(store, replace)
+    for run_id in earlier:
+        store.delete_run(run_id)
+    if earlier and say is not None:
+        say(f"replaced the demo's earlier runs {', '.join(earlier)} in {store.root} (nothing else was touched)")
     store.write_dataset(dataset)
     cases = tuple(case_to_judge(c) for c in dataset.raw_cases)
+
+    def prepare(s: Store, job: CollectJob) -> None:
+        if s.has_run(job.settings.run_id):  # resumed within this call (never here today): same checks as a run
+            ensure_run(s, job.settings, dataset.sha256)
+        else:
+            s.write("runs", job.settings.run_id, [run_row(job.settings, dataset.sha256,
+                                                          extra={"collected_by": DEMO_MARK})])
+
     with SimServer(SimConfig(latency_ms=latency_ms)) as sim:
         endpoint = Endpoint("sim", sim.base_url, ())
         jobs = [CollectJob(CollectSettings(model, model, DEMO_JUDGE, endpoint, endpoint, concurrency=concurrency),
                            cases) for model in DEMO_MODELS]
-        reports = collect(store, jobs, views, label="demo",
-                          prepare=lambda s, job: ensure_run(s, job.settings, dataset.sha256))
+        reports = collect(store, jobs, views, label="demo", prepare=prepare)
     if any(r.interrupted for r in reports):
         return store, reports, None
-    return store, reports, leaderboard(store)
+    return store, reports, leaderboard(store, list(DEMO_MODELS))
 
 
-def leaderboard(store: Store) -> pl.DataFrame:
-    """One row per run, best first: macro mean with its 95% bootstrap interval."""
-    summaries = summarize(store, store.run_ids())
+def leaderboard(store: Store, run_ids: list[str] | None = None) -> pl.DataFrame:
+    """One row per run (default: every run), best first: macro mean with its 95% bootstrap interval."""
+    summaries = summarize(store, run_ids if run_ids is not None else store.run_ids())
     rows = [{"run": run_id, "answer_model": s["answer_model"], "judge_model": s["judge_model"],
              "overall": s["overall_macro_mean"], "ci95_low": s["overall_ci95"][0], "ci95_high": s["overall_ci95"][1],
              "cases": s["completed_cases"], "errors": s["errors"]} for run_id, s in summaries.items()]

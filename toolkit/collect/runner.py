@@ -26,6 +26,7 @@ from toolkit.collect.loop import interruptible, quiet_gc, run_sync
 from toolkit.collect.plan import Plan, StoredAnswer, StoredWork, make_plan, read_stored_work
 from toolkit.collect.progress import Counts, Tracker, View, ViewFactory, view_factory
 from toolkit.collect.settings import CollectSettings, Endpoint
+from toolkit.failures import Cause, causes_line, causes_of
 from toolkit.journal import RunJournal
 from toolkit.store import Store
 
@@ -48,6 +49,21 @@ class RunReport:
     elapsed_s: float
     answering: bool = True
     notes: tuple[str, ...] = ()  # e.g. journal lines that could not be stored and were set aside
+    failures: tuple[tuple[str, str], ...] = ()  # (case id, error text) of each failure, in the order they ended
+
+    def causes(self) -> list[Cause]:
+        """The cases that failed in this collection by cause (a case counts once, by its last failure)."""
+        import polars as pl
+
+        frame = pl.DataFrame({"case_id": [c for c, _ in self.failures], "error": [e for _, e in self.failures],
+                              "seq": list(range(len(self.failures)))}, schema={"case_id": pl.String,
+                                                                               "error": pl.String, "seq": pl.Int64})
+        return causes_of(frame.group_by("case_id").agg(pl.col("error").last(), pl.col("seq").last()))
+
+    def failure_line(self) -> str | None:
+        """``3 cases failed: 2 × APITimeoutError: ..., 1 × InternalServerError 500: ...``; None without failures."""
+        causes = self.causes()
+        return f"{self.run_id}: {causes_line(causes)}" if causes else None
 
     def line(self) -> str:
         if self.answering:
@@ -102,6 +118,7 @@ class Collector:
         counts.answers_total = len(plan.to_answer)
         counts.judgments_total = len(plan.to_judge)
         self.view: View | None = None
+        self.failures: list[tuple[str, str]] = []  # (case id, error text) of answers and passes that failed
 
     async def run(self) -> None:
         if not self.jobs:
@@ -144,6 +161,7 @@ class Collector:
         except CallFailed as failure:
             row.update(seq=self.work.next_seq(), started_at=started_at, finished_at=now_iso(), error=failure.error)
             self.journal.append("answers", row)
+            self.failures.append((case.case_id, failure.error))
             self.counts.answer_errors += 1
             self.counts.judgments_total -= len(self.passes.get(case.case_id, ()))  # no answer, nothing to judge
             self._advance(answers=1)
@@ -162,6 +180,7 @@ class Collector:
         assert self.clients.judge is not None
         key = (case.case_id, judge, judge_pass)
         messages = case.messages(answer.text)
+        last_error = "InvalidJudgeReply: no valid reply"
         for _ in range(1 + s.judge_reasks):
             attempt = self.work.next_judge_attempt(key)
             started_at = now_iso()
@@ -176,6 +195,7 @@ class Collector:
                 row.update(seq=self.work.next_seq(), started_at=started_at, finished_at=now_iso(),
                            error=failure.error)
                 self.journal.append("judgments", row)
+                last_error = failure.error
                 break
             row.update(judge_temperature=call.temperature, raw_reply=call.text, **_call_columns(call),
                        elapsed_seconds=None if answer_started is None else time.monotonic() - answer_started)
@@ -184,6 +204,7 @@ class Collector:
             except InvalidJudgeReply as invalid:
                 row.update(seq=self.work.next_seq(), error=invalid.error)
                 self.journal.append("judgments", row)
+                last_error = invalid.error
                 self.counts.reasks += 1
                 continue
             row.update(seq=self.work.next_seq(), error=None)
@@ -194,6 +215,7 @@ class Collector:
             self.work.judged.add(key)
             self._advance(judgments=1)
             return
+        self.failures.append((case.case_id, last_error))
         self.counts.judge_errors += 1
         self._advance(judgments=1)
 
@@ -296,7 +318,8 @@ def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = No
     return [RunReport(c.settings.run_id, c.plan.judge_model, c.counts.answers_done - c.counts.answer_errors,
                       c.counts.answer_errors, c.counts.judgments_done - c.counts.judge_errors, c.counts.judge_errors,
                       c.counts.reasks, c.plan.skipped_answers, c.plan.skipped_judgments, c.plan.unanswerable,
-                      interrupted, elapsed, c.plan.answering, quarantine_notes(c.journal)) for c in collectors]
+                      interrupted, elapsed, c.plan.answering, quarantine_notes(c.journal), tuple(c.failures))
+            for c in collectors]
 
 
 def quarantine_notes(journal: RunJournal) -> tuple[str, ...]:
