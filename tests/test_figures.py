@@ -17,12 +17,14 @@ from matplotlib.figure import Figure
 from matplotlib.image import AxesImage
 from matplotlib.lines import Line2D
 from polars.testing import assert_frame_equal, assert_series_equal
+from scipy import stats
 
 from tests.analysis_sim import write_run
 from toolkit import figures
 from toolkit.analysis import (AgreementOptions, CompareOptions, HarmOptions, ItemOptions, ResampleSettings,
                               analyse_items, compare_data, harms, judge_agreement)
 from toolkit.analysis.agreement import Agreement
+from toolkit.analysis.compare import Comparison, compare_cases
 from toolkit.dataset import load_dataset
 from toolkit.figures.style import short_labels
 from toolkit.selection import per_case, read_runs
@@ -142,13 +144,26 @@ def test_forest_against_a_baseline_orients_every_pair_as_other_minus_baseline(cm
         figures.pairwise_forest(cmp, baseline="nope")
 
 
-def test_forest_of_many_pairs_shows_the_largest_and_says_so(tmp_path: Path) -> None:
-    dataset = load_dataset()
-    store = Store.open(tmp_path / "store")
-    ids = [f"a-rather-long-model-name-{i:02d}-2025-preview-build" for i in range(30)]
-    for i, run_id in enumerate(ids):
-        write_run(store, dataset, run_id, skill=0.05 * i, seed=i, created=i)
-    cmp = compare_data(read_runs(store, ids, texts=False), CompareOptions(resamples=ResampleSettings(100, 1)))
+def _many_runs(runs: int = 30, per_benchmark: int = 25) -> tuple[Comparison, pl.DataFrame]:
+    """A comparison of ``runs`` runs on 10 benchmarks from the comparison engine on synthetic case scores."""
+    rng = np.random.default_rng(5)
+    ids = [f"vendor/a-rather-long-model-name-{i:02d}-2025-preview" for i in range(runs)]
+    benchmarks = [f"bench_{b}" for b in range(10)]
+    cases = pl.DataFrame({
+        "run_id": np.repeat(ids, 10 * per_benchmark),
+        "benchmark": np.tile(np.repeat(benchmarks, per_benchmark), runs),
+        "case_id": np.tile([f"c{k}" for k in range(10 * per_benchmark)], runs),
+        "score": np.clip(rng.normal(np.repeat(np.linspace(0.5, 0.8, runs), 10 * per_benchmark), 0.25), 0, 1).round(2),
+    })
+    result = compare_cases(cases, ids, ResampleSettings(100, 1))
+    units = {"unit": "run_id"}
+    cmp = Comparison(result.units.rename(units | {"n_cases": "completed"}), result.benchmarks.rename(units),
+                     result.pairwise, result.ranks.rename(units), pl.DataFrame(), result.notes)
+    return cmp, cases
+
+
+def test_forest_of_many_pairs_shows_the_largest_and_says_so() -> None:
+    cmp, cases = _many_runs()
     frame = figures.pairwise_forest_data(cmp)
     assert frame.height == 435 and frame["shown"].sum() == 40
     shown = frame.filter(pl.col("shown"))["delta"].abs()
@@ -160,8 +175,10 @@ def test_forest_of_many_pairs_shows_the_largest_and_says_so(tmp_path: Path) -> N
     assert board.get_figheight() > 8  # 30 rows, each readable
     labels = _ticks(board.axes[0])
     assert len(set(labels)) == 30 and max(len(label) for label in labels) <= 28
-    matrix = figures.win_delta_matrix(cmp, per_case(read_runs(store, ids, texts=False)))
+    assert all(label.startswith("a-rather") for label in labels)  # the shared "vendor/" is dropped
+    matrix = figures.win_delta_matrix(cmp, cases)
     assert matrix.get_figheight() > 10  # stacked panels at 30 runs
+    assert figures.score_distributions(cases).axes[-1].get_ylabel().startswith("run rank")  # a colour bar, no legend
 
 
 def test_win_fraction_from_cases_agrees_with_the_comparison(cmp, cases) -> None:
@@ -261,6 +278,12 @@ def test_length_bias_and_cost_use_the_scored_answer(data, cases) -> None:
     assert frame["run_rho"].is_not_null().all()
     fig = figures.length_bias(data, cases)
     assert _points(fig.axes[0]) == cases.height and set(_ticks(fig.axes[1])) == set(RUNS)
+    one = cases.filter(pl.col("benchmark") == "drug_safety")
+    single = figures.length_bias_data(data, one).filter(pl.col("run_id") == "r1")
+    assert single["run_rho"][0] == pytest.approx(stats.spearmanr(single["length"], single["score"]).statistic)
+    constant = dataclasses.replace(data, answers=data.answers.with_columns(answer=pl.lit("same length")))
+    assert figures.length_bias_data(constant, cases)["run_rho"].is_null().all()
+    figures.length_bias(constant, cases)
     costs = figures.cost_data(data, cases)
     assert costs["run_id"].to_list() == ["r3", "r2", "r1", "r0"]  # best first
     assert costs.filter(pl.col("run_id") == "r0")["median_latency_s"][0] == pytest.approx(1.5)

@@ -126,8 +126,9 @@ def answer_usage(data: RunData) -> pl.DataFrame:
 def length_bias_data(data: RunData, cases: pl.DataFrame) -> pl.DataFrame:
     """One row per scored case with a length: run_id, benchmark, case_id, score, length and its unit
     ("characters" when answer texts were read, else "completion tokens"), and the run's
-    within-benchmark rank correlation ``run_rho`` (length and score ranked within each benchmark as
-    fractions, then Pearson over the run's cases), so long benchmarks do not fake a bias."""
+    within-benchmark rank correlation ``run_rho``: length and score ranked within each benchmark (as
+    fractions), centred on the benchmark's mean rank, then correlated over the run's cases, so
+    benchmarks that are both long and easy do not fake a bias (null when nothing varies)."""
     usage = answer_usage(data)
     unit = "characters" if usage["characters"].is_not_null().any() else "completion tokens"
     column = "characters" if unit == "characters" else "completion_tokens"
@@ -137,10 +138,13 @@ def length_bias_data(data: RunData, cases: pl.DataFrame) -> pl.DataFrame:
     if joined.is_empty():
         raise ValueError("length_bias: no scored case has an answer length (answer text or completion tokens)")
     within = ["run_id", "benchmark"]
-    ranked = joined.with_columns(
-        (pl.col("length").rank().over(within) / pl.len().over(within)).alias("_rl"),
-        (pl.col("score").rank().over(within) / pl.len().over(within)).alias("_rs"))
-    rho = ranked.group_by("run_id").agg(pl.corr("_rl", "_rs").alias("run_rho"))
+    centred = [(pl.col(c).rank() / pl.len() - (pl.col(c).rank() / pl.len()).mean()).over(within).alias(f"_{c}")
+               for c in ("length", "score")]
+    sxx, syy = (pl.col("_length") ** 2).sum(), (pl.col("_score") ** 2).sum()
+    rho = joined.with_columns(centred).group_by("run_id").agg(
+        # Pooled within-benchmark correlation; null when length or score never varies within a benchmark.
+        pl.when((sxx > 1e-12) & (syy > 1e-12)).then((pl.col("_length") * pl.col("_score")).sum() / (sxx * syy).sqrt())
+        .alias("run_rho"))
     order = {r: i for i, r in enumerate(run_order(cases))}
     return joined.join(rho, on="run_id", how="left").with_columns(
         unit=pl.lit(unit), run_rho=pl.col("run_rho").fill_nan(None)).sort(
@@ -180,7 +184,7 @@ def length_bias(data: RunData, cases: pl.DataFrame) -> Figure:
         right.set_yticks(y, [labels[r] for r in runs])
         right.set_ylim(len(runs) - 0.5, -0.5)
         right.set_xlim(-1, 1)
-        right.set_xlabel("rank correlation of length and score\n(within benchmark)")
+        right.set_xlabel("rank correlation, length vs score\n(within benchmark)")
         right.grid(axis="x")
         right.set_title("Length bias per run", loc="left")
     return fig

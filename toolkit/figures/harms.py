@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 
 from toolkit.figures.style import GREY, LIGHT, colour, marker, new_figure, rows_height, short_labels, styled
@@ -64,7 +65,7 @@ def harm_rates(harm: pl.DataFrame) -> Figure:
             ax.set_xlim(-0.03, 1.03)
             ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"])
             ax.set_title(TITLES[metric], fontsize=10)
-            ax.set_xlabel("share of cases (95% interval)")
+            ax.set_xlabel("share of cases, 95% interval")
             ax.grid(axis="x")
         axes[0].set_yticks(y, [labels[r] for r in runs])
         axes[0].set_ylim(len(runs) - 0.5, -0.5)
@@ -74,7 +75,7 @@ def harm_rates(harm: pl.DataFrame) -> Figure:
         fig.suptitle("Severe harms on the safety benchmarks")
         if "denominator" in frame.columns:
             for ax, what in zip(axes, ("+3", "−3")):
-                ax.set_xlabel(f"share of the cases with a {what} item (95% interval)")
+                ax.set_xlabel(f"share of cases with a {what} item, 95% CI")
         fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=len(scopes))
     return fig
 
@@ -105,8 +106,8 @@ def precision_recall(harm: pl.DataFrame) -> Figure:
     """Weighted recall (x) against weighted precision (y) per run, 95% intervals as crosses, F1 contours."""
     frame = precision_recall_data(harm)
     runs = frame["run_id"].unique(maintain_order=True).to_list()
-    labels = short_labels(runs)
     many = len(runs) > 8
+    labels = short_labels(runs, width=22 if many else 28)
     with styled():
         fig = new_figure(6.0 + (0.18 * -(-len(runs) // 3) if many else 0))
         ax = fig.subplots()
@@ -133,15 +134,21 @@ def precision_recall(harm: pl.DataFrame) -> Figure:
                        label=name)
             if many:
                 ax.annotate(str(k + 1), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=9)
-        ax.set_xlim(0, 1.02)
-        ax.set_ylim(0, 1.02)
+        # Zoom on the runs (both axes alike, so F1 contours keep their shape), never beyond [0, 1].
+        ends = frame.select(pl.min_horizontal("precision", "recall", "precision_ci_low", "recall_ci_low"))
+        low = ends.to_series().min() if ends.height else None
+        low = 0.0 if low is None else max(0.0, float(low) - 0.08)
+        ax.set_xlim(low, 1.01)
+        ax.set_ylim(low, 1.01)
         ax.set_aspect("equal")
         ax.set_xlabel("weighted recall (credited weight / all positive weight)")
         ax.set_ylabel("weighted precision (credited / all endorsed weight)")
         scope = "both safety benchmarks pooled" if frame["scope"][0] == BOTH else "per safety benchmark"
         ax.set_title(f"Precision against recall, {scope}", fontsize=10)
+        handles = [c for c in ax.collections if isinstance(c, PathCollection)]
         if many:
-            fig.legend(loc="outside lower center", ncol=3, handletextpad=0.3)
+            fig.legend(handles, [h.get_label() for h in handles], loc="outside lower center", ncol=3,
+                       handletextpad=0.3, columnspacing=1.0)
         else:
-            ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
+            ax.legend(handles, [h.get_label() for h in handles], loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return fig
