@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from toolkit.cli import main
 from toolkit.store import Store
 
@@ -47,3 +49,151 @@ def test_pass_scores_use_the_latest_valid_reply(tmp_path: Path, capsys, sample_d
     assert main(["sql", "select case_id, score from pass_scores", "--store", str(store.root), "--format", "json"]) == 0
     got = {r["case_id"]: r["score"] for r in json.loads(capsys.readouterr().out)}
     assert got == last
+
+
+# -- the adversary: `bedside sql` reads the store's current files and nothing else ---------------
+
+def _filled_store(tmp_path: Path, sample_dataset) -> Store:
+    from tests import reference_model as rm
+    from toolkit.reference import import_reference
+
+    rows = rm.make_rows(list(sample_dataset.raw_cases), seed=4, error_rate=0.1)
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store = Store.open(tmp_path / "st")
+    import_reference(store, path, sample_dataset, "r")
+    return store
+
+
+def _one_line(capsys, argv: list[str], code: int = 1) -> str:
+    assert main(argv) == code
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+def test_statements_that_write_or_reach_outside_are_refused(tmp_path: Path, capsys, sample_dataset) -> None:
+    from tests.conftest import snapshot
+
+    store = _filled_store(tmp_path, sample_dataset)
+    part = str(store.files("decisions")[0]).replace("'", "''")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    refused = {
+        f"COPY (SELECT * FROM decisions WHERE false) TO '{part}' (FORMAT parquet, USE_TMP_FILE false)": "COPY statements",
+        f"COPY decisions TO '{outside}/x.csv'": "COPY statements",
+        f"ATTACH '{outside}/x.duckdb' AS x": "ATTACH statements",
+        "INSTALL httpfs": "LOAD statements",
+        "LOAD httpfs": "LOAD statements",
+        "SET enable_external_access = true": "SET statements",
+        "RESET lock_configuration": "SET statements",
+        "PRAGMA enable_profiling": "PRAGMA statements",
+        "CALL pragma_version()": "CALL statements",
+        "CHECKPOINT": "CALL statements",
+        "DROP VIEW runs": "DROP statements",
+        "CREATE TABLE t AS SELECT 1": "CREATE statements",
+        "CREATE OR REPLACE VIEW runs AS SELECT 1 AS run_id": "CREATE statements",
+        "INSERT INTO runs (run_id) VALUES ('x')": "INSERT statements",
+        "UPDATE runs SET run_id = 'x'": "UPDATE statements",
+        "DELETE FROM runs": "DELETE statements",
+        f"EXPORT DATABASE '{outside}/db'": "EXPORT statements",
+        f"EXPLAIN ANALYZE COPY runs TO '{outside}/y.csv'": "EXPLAIN of a statement that is not a SELECT",
+        "SELECT 1; DROP VIEW runs": "2 statements",
+        "  ;  ": "empty query",
+    }
+    reads_outside = ["SELECT * FROM read_text('/etc/passwd')", "SELECT * FROM read_csv('/etc/hostname')",
+                     "SELECT * FROM glob('/etc/*')", f"SELECT * FROM read_parquet('{outside}/*.parquet')",
+                     "SELECT * FROM query('DROP VIEW runs')"]
+    before = snapshot(store.root)
+    for statement, why in refused.items():
+        line = _one_line(capsys, ["sql", statement, "--store", str(store.root)])
+        assert line.startswith("bedside: error: SQL: refused: ") and why in line, (statement, line)
+    for statement in reads_outside:
+        line = _one_line(capsys, ["sql", statement, "--store", str(store.root)])
+        assert line.startswith("bedside: error: SQL: ") and ("Permission Error" in line or "Parser Error" in line), line
+    assert snapshot(store.root) == before and list(outside.iterdir()) == []
+    # the views are all still there, and reads work
+    assert main(["sql", "SELECT count(*) AS n FROM runs", "--store", str(store.root), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"n": 1}]
+    for statement in ("DESCRIBE runs", "SHOW TABLES", "EXPLAIN SELECT * FROM decisions", "FROM runs SELECT run_id",
+                      "WITH x AS (SELECT 1 AS a) SELECT * FROM x", "SUMMARIZE SELECT 1 AS a"):
+        assert main(["sql", statement, "--store", str(store.root), "--format", "csv"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+
+
+def test_python_connection_is_locked_by_default(tmp_path: Path, sample_dataset) -> None:
+    import duckdb
+    import polars as pl
+
+    from toolkit.sql import connect
+
+    store = _filled_store(tmp_path, sample_dataset)
+    con = connect(store, derived=())
+    assert con.sql("SELECT count(*) FROM decisions").fetchall()[0][0] > 0
+    con.register("mine", pl.DataFrame({"a": [1, 2]}).to_arrow())  # notebooks still register their frames
+    assert con.sql("SELECT sum(a) FROM mine").fetchall()[0][0] == 3
+    for statement in ("SELECT * FROM read_text('/etc/passwd')", f"COPY runs TO '{tmp_path}/x.csv'",
+                      f"ATTACH '{tmp_path}/x.duckdb'", "SET enable_external_access = true", "LOAD httpfs"):
+        with pytest.raises(duckdb.Error):
+            con.execute(statement)
+    assert not (tmp_path / "x.csv").exists() and not (tmp_path / "x.duckdb").exists()
+    writable = connect(store, derived=(), read_only=False)
+    writable.execute(f"COPY runs TO '{tmp_path}/x.csv'")
+    assert (tmp_path / "x.csv").exists()
+
+
+def test_csv_lists_become_json_text_and_json_has_no_nan(tmp_path: Path, capsys, sample_dataset) -> None:
+    store = _filled_store(tmp_path, sample_dataset)
+    query = ("SELECT [1.5, 2] AS l, {'a': 1, 'b': [true]} AS s, 'nan'::double AS f, 'inf'::double AS g, "
+             "[['x'], []] AS nested")
+    assert main(["sql", query, "--store", str(store.root), "--format", "csv"]) == 0
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert json.loads(rows[0]["l"]) == [1.5, 2.0] and json.loads(rows[0]["s"]) == {"a": 1, "b": [True]}
+    assert json.loads(rows[0]["nested"]) == [["x"], []]
+    assert main(["sql", query + ", ['nan'::double] AS fl", "--store", str(store.root), "--format", "json"]) == 0
+
+    def refuse(name: str):
+        raise AssertionError(f"bare {name} in JSON output")
+    got = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert got[0]["f"] is None and got[0]["g"] is None and got[0]["fl"] == [None] and got[0]["l"] == [1.5, 2.0]
+
+
+def test_truncated_part_file_is_one_line(tmp_path: Path, capsys, sample_dataset) -> None:
+    store = _filled_store(tmp_path, sample_dataset)
+    part = store.files("answers")[0]
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    line = _one_line(capsys, ["sql", "SELECT count(*) FROM answers", "--store", str(store.root)])
+    assert line.startswith("bedside: error: ")
+
+
+def test_store_path_that_is_not_utf8_is_one_line(tmp_path: Path, capsys, sample_dataset) -> None:
+    import os
+
+    store = _filled_store(tmp_path, sample_dataset)
+    odd = os.path.join(os.fsencode(tmp_path), b"st\xff")
+    os.rename(os.fsencode(store.root), odd)
+    line = _one_line(capsys, ["sql", "SELECT count(*) FROM runs", "--store", os.fsdecode(odd)])
+    assert line.startswith("bedside: error: ") and "UTF-8" in line
+
+
+def test_ctrl_c_in_sql_exits_130_with_one_line(tmp_path: Path, sample_dataset) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    store = _filled_store(tmp_path, sample_dataset)
+    slow = "SELECT count(*) FROM range(100000000000) a WHERE a.range % 7 = 3"
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit", "sql", slow, "--store", str(store.root)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)  # start-up, then the query runs for hours
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, (out, err)
+    assert err.splitlines() == ["bedside: interrupted"], err

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import click
 import polars as pl
 
 from toolkit.bootstrap import BootstrapSettings
-from toolkit.cli.common import (CommandError, dataset_option, emit, format_option, open_store, selected_runs,
-                                store_option)
+from toolkit.cli.common import (CommandError, Interrupted, dataset_option, emit, format_option, open_store,
+                                selected_runs, store_option)
 from toolkit.dataset import load_dataset
+from toolkit.inputs import dumps, finite_or_none
 from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED
 from toolkit.reference import export_reference, import_reference
 from toolkit.selection import JudgeSelection
-from toolkit.sql import connect, referenced
-from toolkit.summary import SummaryOptions, summarize, to_json
+from toolkit.summary import SummaryOptions, summarize
 
 
 def selection_options(func):
@@ -76,7 +78,7 @@ def summary_cmd(runs: tuple[str, ...], all_runs: bool, order: str, as_json: bool
                              selection=JudgeSelection(judge=judge, passes=tuple(passes) or None))
     summaries = summarize(store, ids, options)
     if as_json:
-        click.echo(to_json(summaries))
+        click.echo(dumps(summaries, indent=2))  # valid JSON: NaN (a mean over no case) becomes null
         return
     for run_id, s in summaries.items():
         lo, hi = s["overall_ci95"]
@@ -94,18 +96,57 @@ def summary_cmd(runs: tuple[str, ...], all_runs: bool, order: str, as_json: bool
 @format_option
 @store_option
 def sql_cmd(query: str, fmt: str, store_dir: str | None) -> None:
-    """Run SQL over the store: tables runs, answers, judgments, decisions, cases, rubric_items and
-    derived pass_scores, case_scores, benchmark_scores, run_summary."""
+    """Run one read-only SQL statement over the store: tables runs, answers, judgments, decisions,
+    cases, rubric_items and derived pass_scores, case_scores, benchmark_scores, run_summary.
+    Reads the store's current files and nothing else; statements that write are refused."""
     import duckdb
+
+    from toolkit.sql import SQLRefused, query as run_query
 
     store = open_store(store_dir)
     if not store.root.is_dir():
         raise CommandError([f"{store.root}: no store here (give --store DIR or set BEDSIDE_STORE)"])
-    con = connect(store, derived=referenced(query))
     try:
-        result = con.sql(query)
-        frame = result.pl() if result is not None else None
+        frame = run_query(store, query)
+    except SQLRefused as error:
+        raise CommandError([f"SQL: refused: {error}"]) from None
+    except (KeyboardInterrupt, duckdb.InterruptException):  # Ctrl-C: one line, exit 130
+        raise Interrupted() from None
     except duckdb.Error as error:
         raise CommandError([f"SQL: {str(error).splitlines()[0]}"]) from None
-    if frame is not None:
-        emit(frame, fmt)
+    emit(_printable(frame, fmt), fmt)
+
+
+def _printable(frame: pl.DataFrame, fmt: str) -> pl.DataFrame:
+    """CSV cannot hold nested values: lists and structs become JSON text. JSON has no NaN or
+    Infinity: non-finite floats become null."""
+    if fmt == "table":
+        return frame
+    nested = [name for name, dtype in frame.schema.items() if dtype.is_nested() or dtype == pl.Object]
+    if fmt == "csv":
+        return frame.with_columns(
+            pl.Series(name, [None if v is None else dumps(v, default=_plain, ensure_ascii=False)
+                             for v in frame[name].to_list()], dtype=pl.String) for name in nested)
+    frame = frame.cast({name: _decimals_as_floats(dtype) for name, dtype in frame.schema.items()})  # numbers, not text
+    nested = [name for name, dtype in frame.schema.items() if dtype.is_nested()]
+    floats = [name for name, dtype in frame.schema.items() if dtype.is_float()]
+    return frame.with_columns(
+        *(pl.when(pl.col(name).is_finite()).then(pl.col(name)).alias(name) for name in floats),
+        *(pl.Series(name, finite_or_none(frame[name].to_list()), dtype=frame.schema[name]) for name in nested))
+
+
+def _decimals_as_floats(dtype: pl.DataType) -> pl.DataType:
+    if isinstance(dtype, pl.Decimal):
+        return pl.Float64()
+    if isinstance(dtype, pl.List):
+        return pl.List(_decimals_as_floats(dtype.inner))
+    if isinstance(dtype, pl.Array):
+        return pl.Array(_decimals_as_floats(dtype.inner), dtype.shape)
+    if isinstance(dtype, pl.Struct):
+        return pl.Struct([pl.Field(f.name, _decimals_as_floats(f.dtype)) for f in dtype.fields])
+    return dtype
+
+
+def _plain(value: object) -> object:
+    """JSON for what json cannot write: a DECIMAL as a number, dates and the rest as text."""
+    return float(value) if isinstance(value, Decimal) else str(value)
