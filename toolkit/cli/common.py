@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -12,6 +11,7 @@ import click
 import polars as pl
 
 from toolkit.dataset import DatasetError
+from toolkit.inputs import dumps
 from toolkit.store import Store, StoreError
 
 EXIT_USAGE = 2
@@ -162,7 +162,7 @@ def emit(frame: pl.DataFrame, fmt: str, title: str | None = None, optional: Sequ
     if fmt == "csv":
         sys.stdout.write(frame.write_csv())
     elif fmt == "json":
-        click.echo(json.dumps(frame.to_dicts(), indent=2, default=str))
+        click.echo(dumps(frame.to_dicts(), indent=2, default=str))  # valid JSON: NaN and Infinity as null
     else:
         print_table(frame, title, optional, wide=_wide_requested())
 
