@@ -19,12 +19,13 @@ from toolkit.cli.common import CommandError, dataset_option, open_store, selecte
 @click.option("--pass", "passes", type=int, multiple=True, help="Judge pass(es) to use (default: all).")
 @click.option("--samples", type=int, default=None, help="Bootstrap resamples (default: the protocol's 10000).")
 @click.option("--seed", type=int, default=None, help="Bootstrap seed (default: the protocol's 42).")
+@click.option("--no-figures", is_flag=True, help="Tables and text only (faster; no figures/ folder content).")
 @click.option("--timings", is_flag=True, help="Print the seconds spent reading, analysing, drawing and writing.")
 @dataset_option
 @store_option
 def report_cmd(runs: tuple[str, ...], all_runs: bool, baseline: str | None, title: str | None, out_dir: str | None,
                allow_mixed: bool, judge: str | None, passes: tuple[int, ...], samples: int | None, seed: int | None,
-               timings: bool, dataset_path: str | None, store_dir: str | None) -> None:
+               no_figures: bool, timings: bool, dataset_path: str | None, store_dir: str | None) -> None:
     """Write a comparison report: index.html (one self-contained file), report.md, figures/, tables/."""
     from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED
     from toolkit.report import ReportOptions, write_report
@@ -37,11 +38,14 @@ def report_cmd(runs: tuple[str, ...], all_runs: bool, baseline: str | None, titl
     if seed < 0:
         raise CommandError([f"report: --seed must be >= 0 (got {seed})"])
     store = open_store(store_dir)
-    chosen = selected_runs(store, runs, all_runs)
+    try:
+        chosen = selected_runs(store, runs, all_runs)
+    except click.UsageError as error:  # one line, like every other bad input
+        raise CommandError([f"report: {error.message}"]) from None
     if baseline is not None and baseline not in chosen:
         raise CommandError([f"report: --baseline {baseline!r} is not one of the selected runs"])
     options = ReportOptions(baseline, title, samples, seed, JudgeSelection(judge, tuple(passes) or None), allow_mixed,
-                            dataset_path)
+                            dataset_path, not no_figures)
     paths = write_report(store, None if all_runs else chosen, out_dir, options)
     if timings:
         for name, seconds in paths.timings.items():

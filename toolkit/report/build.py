@@ -36,6 +36,7 @@ class ReportOptions:
     selection: JudgeSelection = field(default_factory=JudgeSelection)
     allow_mixed: bool = False
     dataset: str | None = None  # a dataset checkout whose name labels the digest it matches
+    figures: bool = True  # False: tables and text only (faster)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def write_report(store: Store | str | os.PathLike[str] | None, run_ids: list[str
     anchors = run_anchors(a.data.runs["run_id"].to_list())
     with timings.phase("figures"):
         figure_notes: list[str] = []
-        figs = draw(a, figure_notes)
+        figs = draw(a, figure_notes) if options.figures else {}
     with timings.phase("writing"):
         built = _sections(a, anchors, figs, figure_notes, store, run_ids, options)
         paths = _write(target, built, options, a)
@@ -175,7 +176,10 @@ def _write(target: Path, built: dict, options: ReportOptions, a: Analyses) -> di
                     tables[f"figure_{f.key}"] = f.data
         tables.update(built["extra"])
         for key, frame in sorted(tables.items()):
-            frame.with_columns(pl.col(pl.Float64).fill_nan(None)).write_csv(staging / "tables" / f"{key}.csv")
+            # 12 decimals: far below any reported digit, and above the last-bit noise of a parallel sum whose
+            # order can vary between two runs (which would otherwise break byte-for-byte determinism).
+            frame.with_columns(pl.col(pl.Float64).fill_nan(None)).write_csv(
+                staging / "tables" / f"{key}.csv", float_precision=12)
         (staging / "index.html").write_text(render_html(context), encoding="utf-8")
         (staging / "report.md").write_text(render_markdown(context), encoding="utf-8")
         if target.exists():

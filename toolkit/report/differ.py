@@ -33,9 +33,15 @@ def pair_gaps(cases: pl.DataFrame, run_a: str, run_b: str) -> pl.DataFrame:
 
 
 def _answers(a: Analyses) -> dict[tuple[str, str], str]:
-    latest = a.data.answers.filter(pl.col("error").is_null()).sort("attempt").group_by(
-        "run_id", "case_id").agg(pl.col("answer").last())
-    return {(r, c): t or "" for r, c, t in latest.iter_rows()}
+    """The answer each case was scored on: the one its latest valid judgment graded, else the latest one."""
+    ok = a.data.answers.filter(pl.col("error").is_null())
+    judged = a.data.judgments.filter(pl.col("error").is_null()).sort("seq").group_by("run_id", "case_id").agg(
+        pl.col("answer_attempt").last().alias("attempt"))
+    graded = ok.join(judged, on=["run_id", "case_id", "attempt"]).select("run_id", "case_id", "answer")
+    latest = ok.sort("attempt").group_by("run_id", "case_id").agg(pl.col("answer").last())
+    out = {(r, c): t or "" for r, c, t in latest.iter_rows()}
+    out.update({(r, c): t or "" for r, c, t in graded.iter_rows()})
+    return out
 
 
 def _mark(points: float, matched: float) -> str:

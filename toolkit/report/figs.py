@@ -38,7 +38,7 @@ SPECS = (
     Spec("benchmark_heatmap", "benchmarks", "Mean per run and benchmark; the interval width is shown in each cell.",
          "benchmark_heatmap", lambda a: (a.cmp,)),
     Spec("score_distributions", "benchmarks", "Distribution of case scores per run and benchmark.",
-         "score_distributions", lambda a: (a.cases.filter(a.cases["run_id"].is_in(a.cmp.leaderboard["run_id"])),)),
+         "score_distributions", lambda a: (a.cases.filter(a.cases["run_id"].is_in(a.cmp.leaderboard["run_id"].to_list())),)),
     Spec("pairwise_forest", "pairwise", "Paired differences with 95% intervals; filled marks differ after Holm.",
          "pairwise_forest", lambda a: (a.cmp, a.baseline) if a.cmp.leaderboard.height > 1 else None),
     Spec("win_delta_matrix", "pairwise", "Share of common cases where the row run scores above the column run "

@@ -1,0 +1,214 @@
+"""``bedside report`` / ``write_report``: sections and anchors, numbers equal to the analyses, hostile text
+escaped in HTML and Markdown, CSV tables, nothing external, byte-for-byte determinism, --baseline, bad
+flags, a one-run store."""
+
+from __future__ import annotations
+
+import csv
+from markupsafe import escape
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.report_store import EVIL_RUN, IMG, SCRIPT, build
+from toolkit.analysis import CompareOptions, ResampleSettings, compare
+from toolkit.cli import main
+from toolkit.report import ReportOptions, write_report
+from toolkit.report.build import GENERATED_PREFIX
+from toolkit.report.model import case_anchor, run_anchors
+from toolkit.report.render import fence, md_escape
+
+def esc(text: str) -> str:
+    return str(escape(text))
+
+
+SAMPLES = 400  # enough for percentile intervals, fast
+OPTIONS = ReportOptions(samples=SAMPLES, seed=7)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, sample_dataset):
+    return build(tmp_path_factory.mktemp("report") / "store", sample_dataset)
+
+
+@pytest.fixture(scope="module")
+def report(store, tmp_path_factory):
+    return write_report(store, None, tmp_path_factory.mktemp("out") / "r", OPTIONS)
+
+
+def _page(report) -> str:
+    return report.html.read_text(encoding="utf-8")
+
+
+def test_sections_runs_and_cases_have_anchors(report, store):
+    page = _page(report)
+    for anchor in ("summary", "reproducibility", "leaderboard", "benchmarks", "pairwise", "items", "harms", "judges",
+                   "differ", "cases", "method", "warnings"):
+        assert f'<section id="{anchor}">' in page, anchor
+        assert f'href="#{anchor}"' in page  # in the table of contents
+    for run_id, anchor in run_anchors(store.run_ids()).items():
+        assert f'id="{anchor}"' in page and f'href="#{anchor}"' in page, run_id
+    case_ids = store.read("cases")["case_id"].to_list()
+    for case_id in case_ids:
+        assert f'id="{case_anchor(case_id)}"' in page
+    # every in-page link points at an id that exists
+    ids = set(re.findall(r'id="([^"]+)"', page))
+    targets = {t for t in re.findall(r'href="#([^"]+)"', page)}
+    assert targets <= ids, targets - ids
+
+
+def test_reproducibility_block_says_what_was_compared(report, store):
+    page = _page(report)
+    sha = store.read("runs")["dataset_sha256"][0]
+    for text in ("bedside-bench-grading-v1", sha, "bedside-bench-sample", f"{SAMPLES} samples, seed 7",
+                 "judge-x (1,2)", "28 / 2 / 0", "collected", "1.0 / 0.0", "2025-01-01"):
+        assert esc(text) in page, text
+    command = f"bedside report --all --samples {SAMPLES} --seed 7 --store {Path(store.root).resolve()}"
+    assert esc(command) in page
+
+
+def test_numbers_equal_the_analysis_frames(report, store):
+    page = _page(report)
+    cmp = compare(store, store.run_ids(), CompareOptions(ResampleSettings(SAMPLES, 7)))
+    for r in cmp.leaderboard.iter_rows(named=True):
+        cell = esc(f"{r['overall']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]")
+        assert cell in page, r["run_id"]
+    for r in cmp.pairwise.iter_rows(named=True):
+        assert esc(f"{r['delta']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]") in page
+    board = pl.read_csv(report.directory / "tables" / "leaderboard.csv")
+    assert board["run_id"].to_list() == cmp.leaderboard["run_id"].to_list()
+    assert board["overall"].to_list() == pytest.approx(cmp.leaderboard["overall"].to_list(), rel=1e-12)
+    pairs = pl.read_csv(report.directory / "tables" / "pairwise.csv")
+    assert pairs["p_holm"].to_list() == pytest.approx(cmp.pairwise["p_holm"].to_list(), rel=1e-12)
+    assert "mdd80" in pairs.columns and (pairs["mdd80"] > 0).all()
+
+
+def test_every_table_and_figure_has_its_csv(report):
+    page = _page(report)
+    tables = {p.stem for p in (report.directory / "tables").iterdir()}
+    for key in re.findall(r'id="table-([^"]+)"', page):
+        assert key in tables, key
+    for png in (report.directory / "figures").iterdir():
+        assert f"figure_{png.stem}" in tables, png.name
+        assert f'id="fig-{png.stem}"' in page
+    assert len(report.figures) >= 8
+    with open(report.directory / "tables" / "cases.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    assert len(rows) == 31 and {"alpha", "beta", EVIL_RUN} <= set(rows[0])
+
+
+def test_hostile_text_is_inert_in_html(report):
+    page = _page(report)
+    body = page.split("</style>", 1)[1]
+    assert "<script" not in page.lower()
+    assert "<img src=x" not in body and "onerror=" not in body.replace("onerror=&#34;", "").replace(
+        "onerror=&quot;", "")
+    assert esc(SCRIPT) in body and esc(IMG) in body
+    assert esc(EVIL_RUN) in body
+    # the only <img> elements are the embedded figures
+    assert all(src.startswith("data:image/png;base64,") for src in re.findall(r'<img src="([^"]*)"', body))
+
+
+def _outside_fences(markdown: str) -> str:
+    return re.sub(r"^(`{3,})[^\n]*\n.*?^\1\s*$", "", markdown, flags=re.S | re.M)
+
+
+def test_hostile_text_is_inert_in_markdown(report):
+    text = report.markdown.read_text(encoding="utf-8")
+    outside = _outside_fences(text)
+    assert "<script" not in outside.lower() and "<img" not in outside.lower()
+    assert "window.__pwned" in text  # the payload is shown (escaped or fenced), not dropped
+    assert "&lt;img src=x" in outside
+    assert f"{SCRIPT} then {IMG}" in text  # inside a fence, verbatim
+    assert "![" in text and "](figures/leaderboard.png)" in text
+
+
+def test_markdown_helpers():
+    assert md_escape("<b>x</b> | *y* [z](u)\nnext") == r"&lt;b&gt;x&lt;/b&gt; \| \*y\* \[z\](u) next"
+    block = fence("a ```` b")
+    assert block.startswith("`````text\n") and block.endswith("\n`````")
+
+
+def test_no_external_address_is_referenced(report):
+    page = _page(report)
+    assert not re.search(r"""(src|href|action|poster)\s*=\s*["']?\s*(https?:)?//""", page, re.I)
+    assert not re.search(r"url\(\s*['\"]?\s*(https?:)?//", page, re.I) and "@import" not in page
+    assert "Content-Security-Policy" in page
+
+
+def _masked(root: Path) -> dict[str, bytes]:
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            data = path.read_bytes()
+            lines = [b"<generated>" if GENERATED_PREFIX.encode() in line else line for line in data.split(b"\n")]
+            out[str(path.relative_to(root))] = b"\n".join(lines)
+    return out
+
+
+def test_same_store_same_bytes_but_the_generated_line(report, store, tmp_path):
+    again = write_report(store, None, tmp_path / "again", OPTIONS)
+    first, second = _masked(report.directory), _masked(again.directory)
+    assert first.keys() == second.keys()
+    for name in first:
+        assert first[name] == second[name], name
+    for path in (report.html, report.markdown):
+        assert sum(GENERATED_PREFIX in line for line in path.read_text().splitlines()) == 1
+
+
+def test_baseline_compares_every_run_against_it(store, tmp_path, capsys):
+    out = tmp_path / "base"
+    code = main(["report", "--all", "--baseline", "beta", "--store", str(store.root), "--out", str(out),
+                 "--samples", str(SAMPLES), "--no-figures"])
+    assert code == 0, capsys.readouterr().err
+    pairs = pl.read_csv(out / "tables" / "pairwise.csv")
+    assert pairs.height == 2 and set(pairs["run_b"]) == {"beta"} and set(pairs["run_a"]) == {"alpha", EVIL_RUN}
+    full = pl.read_csv(out / "tables" / "pairwise_all.csv")
+    alpha = full.filter((pl.col("run_a") == "alpha") & (pl.col("run_b") == "beta")).row(0, named=True)
+    evil = full.filter((pl.col("run_a") == "beta") & (pl.col("run_b") == EVIL_RUN)).row(0, named=True)
+    row = {r["run_a"]: r for r in pairs.iter_rows(named=True)}
+    assert row["alpha"]["delta"] == pytest.approx(alpha["delta"]) and row[EVIL_RUN]["delta"] == pytest.approx(-evil["delta"])
+    assert row[EVIL_RUN]["ci_low"] == pytest.approx(-evil["ci_high"])
+    # Holm over the two rows shown: the smaller p doubled (at most 1)
+    p = sorted(pairs["p_value"].to_list())
+    assert sorted(pairs["p_holm"].to_list())[0] == pytest.approx(min(1.0, 2 * p[0]))
+    page = (out / "index.html").read_text()
+    assert "Against the baseline beta" in page and "--baseline beta" in page
+    assert not (out / "figures").exists() or not any((out / "figures").iterdir())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--run", "nope"], "no run 'nope'"),
+    (["--all", "--baseline", "nope"], "--baseline 'nope' is not one of the selected runs"),
+    (["--all", "--run", "alpha"], "give --run or --all, not both"),
+    ([], "choose runs with --run"),
+    (["--all", "--samples", "10"], "--samples must be >= 100"),
+])
+def test_bad_flags_give_one_line_and_write_nothing(store, tmp_path, capsys, args, message):
+    out = tmp_path / "bad"
+    code = main(["report", *args, "--store", str(store.root), "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1 and message in err[0], err
+    assert not out.exists()
+
+
+def test_refuses_to_replace_a_directory_that_is_not_a_report(store, tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    code = main(["report", "--all", "--store", str(store.root), "--out", str(out), "--no-figures"])
+    assert code == 1 and "not a report directory" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_one_run_store_and_default_out_dir(tmp_path, sample_dataset, monkeypatch, capsys):
+    store = build(tmp_path / "solo", sample_dataset, runs=1)
+    monkeypatch.chdir(tmp_path)
+    code = main(["report", "--all", "--store", str(store.root), "--samples", str(SAMPLES), "--no-figures"])
+    assert code == 0, capsys.readouterr().err
+    page = (tmp_path / "reports" / "solo" / "index.html").read_text()
+    assert "A single run: there is no pair to compare." in page
+    assert '<section id="judges">' not in page  # one judge pass: no judge section
+    assert "alpha ranks first" in page
