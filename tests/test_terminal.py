@@ -1,0 +1,101 @@
+"""Tables fit the terminal: at 80 columns the default tables show the columns that fit (identifiers and
+headline numbers first) and name the rest; headers wrap between words, never inside one; ``--wide``
+shows every column; CSV and JSON do not depend on the width. Through the real CLI entry point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.collect_support import bedside
+from toolkit.collect.demo import run_demo
+from toolkit.collect.sim import SimConfig, SimServer
+
+BOX = "┏┃┡│└"
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's four runs, sim/medium judged twice (so that agreement has something to show)."""
+    root = tmp_path_factory.mktemp("terminal") / "store"
+    run_demo(str(root), latency_ms=0)
+    with SimServer(SimConfig()) as sim:
+        code, _, err = bedside("judge", "--run", "sim/medium", "--judge-model", "sim/judge", "--pass", "2",
+                               "--judge-base-url", sim.base_url, "--store", root, "--progress", "none")
+    assert code == 0, err
+    return root
+
+
+def at(columns: int, monkeypatch: pytest.MonkeyPatch, *args: object) -> str:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    code, out, err = bedside(*args)
+    assert code == 0, err
+    return out
+
+
+def table_lines(out: str) -> list[str]:
+    """Lines drawn by a table (borders, rows, titles and captions), not the notes."""
+    return [line for line in out.splitlines() if line and not line.startswith(("note:", "sim/"))]
+
+
+def header_words(out: str) -> set[str]:
+    return {word for line in out.splitlines() if line.startswith("┃")
+            for cell in line.strip("┃").split("┃") for word in cell.split()}
+
+
+COMMANDS = (("summary", "--all"), ("compare", "--all"), ("items", "--all"), ("harms", "--all"),
+            ("agreement", "--run", "sim/medium"))
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_every_table_fits_80_columns(store_dir: Path, monkeypatch: pytest.MonkeyPatch, command: tuple) -> None:
+    out = at(80, monkeypatch, *command, "--store", store_dir)
+    lines = table_lines(out)
+    assert any(line.startswith("┃") for line in lines)
+    too_long = [line for line in lines if len(line) > 80]
+    assert not too_long, too_long
+
+
+def test_the_demo_leaderboard_does_not_wrap_at_80_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = at(80, monkeypatch, "demo", "--store", tmp_path / "s", "--progress", "none")
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert len(rows) == 4 and all(len(line) <= 80 for line in rows)
+    assert all(name in out for name in ("overall", "ci95 low", "ci95 high", "cases", "errors"))
+    assert "not shown: answer_model, judge_model (--wide shows every column)" in out
+    wide = at(80, monkeypatch, "demo", "--store", tmp_path / "s", "--progress", "none", "--wide")
+    assert "answer model" in wide and "not shown" not in wide
+
+
+def test_harms_headers_break_only_between_words(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    csv = at(80, monkeypatch, "harms", "--all", "--store", store_dir, "--format", "csv")
+    metrics = pl.read_csv(csv.encode())["metric"].unique().to_list()
+    words = {w for name in ["run_id", "scope", *metrics] for w in name.split("_")}
+    for columns in (80, 200):
+        shown = header_words(at(columns, monkeypatch, "harms", "--all", "--store", store_dir))
+        assert shown and shown <= words, shown - words
+    narrow = at(80, monkeypatch, "harms", "--all", "--store", store_dir)
+    wide = at(200, monkeypatch, "harms", "--all", "--store", store_dir)
+    assert "precision" not in header_words(narrow) and "precision" in narrow  # named in the caption
+    assert {"precision", "recall", "f1"} <= header_words(wide)
+    everything = header_words(at(80, monkeypatch, "harms", "--all", "--store", store_dir, "--wide"))
+    assert everything == words and "not shown" not in at(80, monkeypatch, "harms", "--all", "--store", store_dir,
+                                                          "--wide")
+
+
+def test_narrow_tables_keep_what_a_reader_needs(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pairwise = at(80, monkeypatch, "compare", "--all", "--store", store_dir, "--section", "pairwise")
+    assert {"run", "a", "b", "delta", "ci", "low", "high", "p", "holm"} <= header_words(pairwise)
+    assert "wilcoxon" not in header_words(pairwise)
+    wide = at(200, monkeypatch, "compare", "--all", "--store", store_dir, "--section", "pairwise")
+    assert {"wilcoxon", "value", "holm", "bh"} <= header_words(wide)
+    missed = at(80, monkeypatch, "items", "--all", "--store", store_dir, "--section", "missed")
+    assert {"text", "miss", "rate"} <= header_words(missed) and "item_id" in missed  # hidden, and named
+
+
+def test_csv_and_json_do_not_depend_on_the_width(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for fmt in ("csv", "json"):
+        args = ("compare", "--all", "--store", store_dir, "--format", fmt, "--samples", "200")
+        narrow, wide = at(80, monkeypatch, *args), at(200, monkeypatch, *args)
+        assert narrow == wide and "wilcoxon_p" in narrow and "not shown" not in narrow
