@@ -293,3 +293,17 @@ def test_summary_json_is_valid_json_when_a_mean_is_nan(tmp_path: Path, sample_da
         raise AssertionError(f"bare {name} in JSON output")
     summary = json.loads(out, parse_constant=refuse)["e"]
     assert summary["completed_cases"] == 0 and summary["overall_macro_mean"] is None
+
+
+def test_an_unforeseen_exception_is_still_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    import toolkit.sql
+
+    def broken(*_args, **_kwargs):
+        raise TypeError("something nobody checked\nsecond line")
+    monkeypatch.setattr(toolkit.sql, "query", broken)
+    (tmp_path / "store").mkdir()
+    one_error(capsys, ["sql", "SELECT 1", "--store", str(tmp_path / "store")],
+              "internal error: TypeError: something nobody checked", "BEDSIDE_DEBUG=1")
+    monkeypatch.setenv("BEDSIDE_DEBUG", "1")
+    with pytest.raises(TypeError):
+        main(["sql", "SELECT 1", "--store", str(tmp_path / "store")])
