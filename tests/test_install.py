@@ -50,8 +50,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.install
 def test_the_wheel_holds_every_module_the_sample_and_the_schemas(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "toolkit").rglob("*.py") if "__pycache__" not in p.parts}
-    assert modules <= names, sorted(modules - names)
+    # every module and every file it reads (templates, tables of providers, ...)
+    files = {p.relative_to(ROOT).as_posix() for p in (ROOT / "toolkit").rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    assert files <= names, f"not in the wheel (add them to package-data in pyproject.toml): {sorted(files - names)}"
     sample = {p.relative_to(ROOT / "data" / "sample").as_posix() for p in (ROOT / "data" / "sample").rglob("*")
               if p.is_file()}
     assert {f"toolkit/_sample/{name}" for name in sample} <= names

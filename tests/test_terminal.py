@@ -36,8 +36,8 @@ def at(columns: int, monkeypatch: pytest.MonkeyPatch, *args: object) -> str:
 
 
 def table_lines(out: str) -> list[str]:
-    """Lines drawn by a table (borders, rows, titles and captions), not the notes."""
-    return [line for line in out.splitlines() if line and not line.startswith(("note:", "sim/"))]
+    """Lines drawn by a table (borders, rows, titles, captions) and the notes, not summary run headers."""
+    return [line for line in out.splitlines() if line and not line.startswith("sim/")]
 
 
 def header_words(out: str) -> set[str]:

@@ -20,7 +20,8 @@ from toolkit.analysis import (AgreementOptions, CompareOptions, HarmOptions, Ite
 from toolkit.analysis.harms import BOTH, NOTE as HARM_NOTE
 from toolkit.analysis.pairs import METHOD_NOTE as PAIRED_METHOD_NOTE
 from toolkit.analysis.paired import small_sample_note
-from toolkit.cli.common import CommandError, emit, format_option, open_store, selected_runs, store_option
+from toolkit.cli.common import (CommandError, echo_wrapped, emit, format_option, open_store, selected_runs,
+                                store_option)
 from toolkit.cli.results import bootstrap_options, selection_options
 from toolkit.selection import JudgeSelection, read_runs
 
@@ -79,7 +80,7 @@ def emit_sections(sections: dict[str, pl.DataFrame], fmt: str, section: str | No
                 sys.stdout.write("\n")
         return
     for note in notes:
-        click.echo(f"note: {note}")
+        echo_wrapped(f"note: {note}")
     for name, frame in clean.items():
         shown = (views or {}).get(name, frame)
         if frame.height:

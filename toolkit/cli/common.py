@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import click
-import polars as pl
 
-from toolkit.dataset import DatasetError
-from toolkit.inputs import dumps
-from toolkit.store import Store, StoreError
+# Imported by every command, including ``--version`` and ``--help``: only click at the top; the data
+# stack (polars, the store) is imported where it is used.
+if TYPE_CHECKING:
+    import polars as pl
+
+    from toolkit.store import Store
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -64,7 +66,7 @@ def run_safely(group: click.Group, argv: list[str]) -> int:
     except click.ClickException as error:
         error.show()
         return error.exit_code if error.exit_code not in (None, 0) else EXIT_FAILED
-    except (DatasetError, StoreError, ValueError, OSError) as error:
+    except _input_errors() as error:
         lines = [str(p) for p in getattr(error, "problems", [])] or [(str(error).splitlines() or [""])[0]]
         for line in lines:
             click.echo(f"bedside: error: {line}", err=True)
@@ -80,6 +82,13 @@ def run_safely(group: click.Group, argv: list[str]) -> int:
                    "(BEDSIDE_DEBUG=1 shows the traceback)", err=True)
         return EXIT_FAILED
     return 0
+
+
+def _input_errors() -> tuple[type[Exception], ...]:
+    """Errors that mean bad input (DatasetError is a ValueError). StoreError counts once the store is
+    loaded: an error of a module never imported cannot have been raised."""
+    store_error = getattr(sys.modules.get("toolkit.store"), "StoreError", None)
+    return (ValueError, OSError) + ((store_error,) if store_error is not None else ())
 
 
 STORE_DEFAULT_TEXT = "$BEDSIDE_STORE, else ./data/results under the current directory"
@@ -130,6 +139,8 @@ def format_option(func: Callable) -> Callable:
 
 
 def open_store(store_dir: str | None) -> Store:
+    from toolkit.store import Store
+
     return Store.open(store_dir)
 
 
@@ -139,6 +150,8 @@ def selected_runs(store: Store, runs: tuple[str, ...], all_runs: bool) -> list[s
     if all_runs:
         ids = store.run_ids()
         if not ids:
+            from toolkit.store import StoreError
+
             raise StoreError(no_runs_message(store))
         return ids
     if not runs:
@@ -162,9 +175,19 @@ def emit(frame: pl.DataFrame, fmt: str, title: str | None = None, optional: Sequ
     if fmt == "csv":
         sys.stdout.write(frame.write_csv())
     elif fmt == "json":
+        from toolkit.inputs import dumps
+
         click.echo(dumps(frame.to_dicts(), indent=2, default=str))  # valid JSON: NaN and Infinity as null
     else:
         print_table(frame, title, optional, wide=_wide_requested())
+
+
+def echo_wrapped(text: str) -> None:
+    """A line of prose, wrapped at word boundaries to the terminal width (indented after the first line)."""
+    import textwrap
+
+    click.echo(textwrap.fill(text, width=terminal_width(), subsequent_indent="  ", break_long_words=False,
+                             break_on_hyphens=False))
 
 
 def terminal_width() -> int:

@@ -9,7 +9,7 @@ import polars as pl
 
 from toolkit.bootstrap import BootstrapSettings
 from toolkit.cli.common import (CommandError, Interrupted, dataset_option, emit, format_option, open_store,
-                                selected_runs, store_option)
+                                selected_runs, store_option, wide_option)
 from toolkit.dataset import load_dataset
 from toolkit.inputs import dumps, finite_or_none
 from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED
@@ -69,6 +69,7 @@ def export_cmd(run_id: str, out: str, store_dir: str | None) -> None:
 @selection_options
 @bootstrap_options
 @store_option
+@wide_option
 def summary_cmd(runs: tuple[str, ...], all_runs: bool, order: str, as_json: bool, judge: str | None,
                 passes: tuple[int, ...], samples: int, seed: int, store_dir: str | None) -> None:
     """Reference summaries: means and 95% bootstrap intervals per benchmark and overall."""
