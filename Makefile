@@ -6,12 +6,14 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: demo test
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The demo writes into the default store, ./data/results here (or $BEDSIDE_STORE), and replaces
+# only the runs an earlier demo collected.
 demo: $(STAMP)
 	$(VENV)/bin/bedside demo
 
