@@ -79,6 +79,7 @@ def paired_t(differences: np.ndarray, strata: Sequence[slice] | None = None) -> 
     k = d.shape[0]
     means, variance, df_den = np.zeros(k), np.zeros(k), np.zeros(k)
     used = np.zeros(k)  # benchmarks with a common case
+    varying, single_df = np.zeros(k), np.zeros(k)  # benchmarks whose differences vary; sum of their m - 1
     flat = np.ones(k, dtype=bool)
     n = (~np.isnan(d)).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
@@ -93,11 +94,14 @@ def paired_t(differences: np.ndarray, strata: Sequence[slice] | None = None) -> 
             used += m >= 1
             variance += v
             df_den += np.where(m >= 2, v ** 2 / (m - 1.0), 0.0)
+            varying += v > 0
+            single_df += np.where(v > 0, m - 1.0, 0.0)
             spread = np.nanmax(part, axis=1) - np.nanmin(part, axis=1) if part.shape[1] else np.zeros(k)
             flat &= ~(spread > TIE)
         delta = means / used
         se = np.sqrt(variance) / used
-        df = variance ** 2 / df_den
+        # One benchmark with spread: exactly its m - 1 (the general formula rounds to 22.000000000000004).
+        df = np.where(varying == 1, single_df, variance ** 2 / df_den)
     usable = (n >= 2) & (used >= 1)
     degenerate = usable & (flat | ~(se > 0))
     regular = usable & ~degenerate

@@ -13,8 +13,10 @@ The normal approximation is computed here with numpy for all its rows at once
 (zeros are ranked with the other absolute differences and then left out of the
 rank sums; mean and variance adjusted for them (Cureton), variance corrected for
 ties among the non-zero differences, no continuity correction: scipy's formula,
-checked in tests/test_analysis_compare.py). The other rows go to scipy one at a
-time. Importing scipy.stats takes ~0.6 s, a quarter of a cold ``bedside
+checked in tests/test_analysis_compare.py). Permutation rows (13 cases or fewer
+with zeros or ties) are enumerated here too, exactly, by counting (``sign_flip_p``:
+scipy's enumeration takes ~1 s per row at 13 cases). Rows without zeros and ties
+go to scipy, one call per length (the same branch alone or together). Importing scipy.stats takes ~0.6 s, a quarter of a cold ``bedside
 compare`` of full runs, so it is imported only when such a row exists; rubric
 scores are full of ties, so with more than 13 common cases it rarely is.
 """
@@ -38,26 +40,52 @@ def wilcoxon_p(differences: np.ndarray) -> np.ndarray:
         return out
     informative = np.nan_to_num(np.abs(differences), nan=0.0).max(axis=1) > 0
     count = (~np.isnan(differences)).sum(axis=1)
-    _, ties = average_ranks(np.abs(differences))
+    ranks, ties = average_ranks(np.abs(differences))
     tied = (ties > 0) | ((differences == 0).sum(axis=1) > 0)  # scipy's has_ties or n_zero > 0, for this row
     normal = informative & ((count > ASYMPTOTIC_ABOVE) | (tied & (count > PERMUTATION_UP_TO)))
     if normal.any():
-        out[normal] = normal_approximation_p(differences[normal])
-    one_by_one = np.flatnonzero(informative & ~normal)
-    if one_by_one.size:
+        out[normal] = normal_approximation_p(differences[normal], (ranks[normal], ties[normal]))
+    for i in np.flatnonzero(informative & ~normal & tied).tolist():
+        out[i] = sign_flip_p(differences[i][~np.isnan(differences[i])])
+    exact = informative & ~normal & ~tied
+    if exact.any():
         from scipy import stats  # imported here: see the module doc
 
-        for i in one_by_one.tolist():
-            row = differences[i][~np.isnan(differences[i])]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # scipy's small-sample warnings: the p is still its p
-                out[i] = float(stats.wilcoxon(row, zero_method="pratt").pvalue)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # scipy's small-sample warnings: the p is still its p
+            # Rows without zeros and ties of one length: scipy takes the same exact branch for each of them
+            # alone and for all of them in one call, so one call per length is still each row's own p.
+            for n in np.unique(count[exact]).tolist():
+                rows = np.flatnonzero(exact & (count == n))
+                block = differences[rows][~np.isnan(differences[rows])].reshape(rows.size, n)
+                out[rows] = np.asarray(stats.wilcoxon(block, axis=1, zero_method="pratt").pvalue, dtype=np.float64)
     return out
 
 
-def normal_approximation_p(differences: np.ndarray) -> np.ndarray:
-    """Two-sided p of the signed-rank statistic's normal approximation per row (see the module doc)."""
-    ranks, ties = average_ranks(np.abs(differences))
+def sign_flip_p(row: np.ndarray) -> float:
+    """Exact two-sided p of the Pratt signed-rank sum over all 2**n sign flips of ``row`` (finite values).
+
+    scipy's permutation branch enumerates the flips; here the same distribution comes from counting subset
+    sums of the doubled (integer) ranks, so it costs microseconds, not seconds, at 13 cases. Zeros never
+    add to the sum; each doubles every count. p = min(1, 2 min(#{W <= w}, #{W >= w}) / 2**n), as scipy.
+    """
+    ranks, _ = average_ranks(np.abs(row)[None, :])
+    doubled = np.rint(2 * ranks[0]).astype(np.int64)
+    observed = int(doubled[row > 0].sum())
+    counts = np.zeros(int(doubled[row != 0].sum()) + 1)
+    counts[0] = 1.0
+    for r in doubled[row != 0].tolist():
+        counts[r:] = counts[r:] + counts[:counts.size - r]
+    counts *= 2.0 ** int((row == 0).sum())
+    tail = min(counts[:observed + 1].sum(), counts[observed:].sum())
+    return min(1.0, 2 * tail / 2.0 ** row.size)
+
+
+def normal_approximation_p(differences: np.ndarray, ranked: tuple[np.ndarray, np.ndarray] | None = None
+                           ) -> np.ndarray:
+    """Two-sided p of the signed-rank statistic's normal approximation per row (see the module doc);
+    ``ranked``: ``average_ranks(abs(differences))`` when already computed."""
+    ranks, ties = ranked if ranked is not None else average_ranks(np.abs(differences))
     count = (~np.isnan(differences)).sum(axis=1).astype(np.float64)
     zeros = (differences == 0).sum(axis=1).astype(np.float64)
     r_plus = np.where(differences > 0, ranks, 0.0).sum(axis=1)
