@@ -212,3 +212,15 @@ def test_one_run_store_and_default_out_dir(tmp_path, sample_dataset, monkeypatch
     assert "A single run: there is no pair to compare." in page
     assert '<section id="judges">' not in page  # one judge pass: no judge section
     assert "alpha ranks first" in page
+
+
+def test_demo_writes_its_report_and_prints_the_path(tmp_path, capsys):
+    code = main(["demo", "--store", str(tmp_path / "store"), "--progress", "none"])
+    out = capsys.readouterr().out
+    assert code == 0
+    line = next(l for l in out.splitlines() if l.startswith("report: "))
+    page = Path(line.split()[1])
+    assert page == tmp_path / "store-report" / "index.html" and page.is_file()
+    text = page.read_text()
+    assert "Demo: simulated models on the bundled sample" in text and "sim/strong" in text
+    assert len(list((page.parent / "figures").iterdir())) >= 8

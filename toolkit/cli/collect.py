@@ -154,6 +154,15 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
          optional=("answer_model", "judge_model"))
     where = "" if store_dir is None and "BEDSIDE_STORE" not in os.environ else f" --store {shlex.quote(str(store.root))}"
     click.echo(f"store: {store.root}")
+    from pathlib import Path
+
+    from toolkit.collect.demo import DEMO_MODELS
+    from toolkit.report import ReportOptions, write_report  # the demo's report: reports/demo, or beside --store
+
+    report = write_report(store, list(DEMO_MODELS), Path("reports", "demo") if not where else
+                          Path(store.root).parent / f"{Path(store.root).name}-report",
+                          ReportOptions(title="Demo: simulated models on the bundled sample"))
+    click.echo(f"report: {report.html}   (open in a browser; report.md, figures/ and tables/ beside it)")
     click.echo(f"next:  bedside compare --all{where}   (paired comparisons, ranks)")
     click.echo(f"       bedside items --all{where}     (rubric items behind the scores)")
     click.echo("Simulated models, illustrative sample: these numbers say nothing about any real model. "
