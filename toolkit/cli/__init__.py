@@ -1,22 +1,86 @@
-"""The ``bedside`` command line: a thin layer over the Python API."""
+"""The ``bedside`` command line: a thin layer over the Python API.
+
+Commands are loaded on use: each command's module is imported only when that command runs (or
+its own ``--help`` is asked for), so ``bedside --version`` and ``--help`` import neither polars,
+the openai SDK nor aiohttp, and an analysis command never pays for the collector's web stack.
+"""
 
 from __future__ import annotations
 
 import sys
+from importlib import import_module
 
 import click
 
-from toolkit.cli.common import run_safely
-from toolkit.cli.data import dataset
-from toolkit.cli.results import export_cmd, import_cmd, sql_cmd, summary_cmd
-from toolkit.cli.analysis import agreement_cmd, compare_cmd, harms_cmd, items_cmd
-from toolkit.cli.sim import sim
-from toolkit.cli.collect import demo_cmd, judge_cmd, run_cmd
-from toolkit.cli.report import report_cmd
+# command name -> ("module:attribute", short help shown by ``bedside --help``). One line per command;
+# the short help must equal the command's own (tests/test_imports.py checks it).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "dataset": ("toolkit.cli.data:dataset", "Inspect and validate a BedsideBench dataset (checkout or case file)."),
+    "import": ("toolkit.cli.results:import_cmd", "Import a reference-runner result file (JSONL) as a run."),
+    "export": ("toolkit.cli.results:export_cmd", "Write a run as reference-format JSONL plus <out>.summary.json."),
+    "summary": ("toolkit.cli.results:summary_cmd",
+                "Reference summaries: means and 95% bootstrap intervals per benchmark and overall."),
+    "sql": ("toolkit.cli.results:sql_cmd",
+            "Run one read-only SQL statement over the store: tables runs, answers, judgments, decisions, cases, "
+            "rubric_items and derived pass_scores, case_scores, benchmark_scores, run_summary."),
+    "compare": ("toolkit.cli.analysis:compare_cmd",
+                "Leaderboard with intervals, paired differences of every two runs (Holm/BH-adjusted p) and rank "
+                "intervals."),
+    "items": ("toolkit.cli.analysis:items_cmd",
+              "Rubric items: most missed positive items, most endorsed negative items, match rates by points, and "
+              "item discrimination across runs."),
+    "harms": ("toolkit.cli.analysis:harms_cmd",
+              "Harm analysis of the f1_weighted_rubric benchmarks: weighted precision/recall, severe omissions and "
+              "commissions, omission vs commission share of errors, with intervals."),
+    "agreement": ("toolkit.cli.analysis:agreement_cmd",
+                  "Agreement between the judge passes / judges of each run: percent agreement, Cohen's and Fleiss' "
+                  "kappa, Krippendorff's alpha, score differences and the cases that flip most."),
+    "sim": ("toolkit.cli.sim:sim", "A simulated model provider for demos and tests (no network beyond loopback)."),
+    "run": ("toolkit.cli.collect:run_cmd",
+            "Answer every selected case with a model and judge the answers; resumes where it stopped."),
+    "judge": ("toolkit.cli.collect:judge_cmd",
+              "Judge a run's stored answers again or with another judge, without regenerating them."),
+    "demo": ("toolkit.cli.collect:demo_cmd",
+             "Offline demo: four simulated models on the bundled sample, graded by a simulated judge."),
+    "report": ("toolkit.cli.report:report_cmd",
+               "Write a comparison report: index.html (one self-contained file), report.md, figures/, tables/."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="bedside")
+class LazyGroup(click.Group):
+    """A group whose subcommands come from ``COMMANDS`` and are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, _, attr = COMMANDS[cmd_name][0].partition(":")
+            self.add_command(getattr(import_module(module), attr), cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # The listing reads the static short help, so ``bedside --help`` imports no command module.
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            if name in self.commands or name not in COMMANDS:
+                command = self.get_command(ctx, name)
+                if command is None or command.hidden:
+                    continue
+                text = command.get_short_help_str(limit)
+            else:
+                text = click.utils.make_default_short_help(COMMANDS[name][1], limit)
+            rows.append((name, text))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="bedside")  # read through importlib.metadata: nothing else is imported
 def cli() -> None:
     """bedside: collect, score and analyse BedsideBench evaluations.
 
@@ -24,21 +88,7 @@ def cli() -> None:
     """
 
 
-cli.add_command(dataset)
-cli.add_command(import_cmd)
-cli.add_command(export_cmd)
-cli.add_command(summary_cmd)
-cli.add_command(sql_cmd)
-cli.add_command(compare_cmd)
-cli.add_command(items_cmd)
-cli.add_command(harms_cmd)
-cli.add_command(agreement_cmd)
-cli.add_command(sim)
-cli.add_command(run_cmd)
-cli.add_command(judge_cmd)
-cli.add_command(demo_cmd)
-cli.add_command(report_cmd)
-
-
 def main(argv: list[str] | None = None) -> int:
+    from toolkit.cli.common import run_safely
+
     return run_safely(cli, argv if argv is not None else sys.argv[1:])
