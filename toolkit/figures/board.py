@@ -7,7 +7,7 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from toolkit.analysis.compare import Comparison
-from toolkit.figures.style import (BLUE, GREY, LIGHT, SEQUENTIAL, VERMILLION, new_figure, num, rows_height,
+from toolkit.figures.style import (BLUE, GREY, LIGHT, SEQUENTIAL, VERMILLION, laid_out, new_figure, num, rows_height,
                                    short_labels, styled)
 
 
@@ -21,6 +21,7 @@ def leaderboard_data(cmp: Comparison) -> pl.DataFrame:
         label=pl.col("run_id").replace_strict(labels, return_dtype=pl.String))
 
 
+@laid_out
 def leaderboard(cmp: Comparison) -> Figure:
     """Overall mean with its 95% interval per run (left) and the run's 95% rank interval (right)."""
     frame = leaderboard_data(cmp)
@@ -79,6 +80,7 @@ def benchmark_heatmap_data(cmp: Comparison) -> pl.DataFrame:
     ).with_columns(label=pl.col("run_id").replace_strict(labels, default=pl.col("run_id"), return_dtype=pl.String))
 
 
+@laid_out
 def benchmark_heatmap(cmp: Comparison) -> Figure:
     """Run x benchmark means; each cell reads "mean" over "±half width" of its 95% interval.
 

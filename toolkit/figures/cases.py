@@ -8,7 +8,8 @@ from matplotlib.axes import Axes
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
-from toolkit.figures.style import GREY, SEQUENTIAL, colour, marker, new_figure, rows_height, short_labels, styled
+from toolkit.figures.style import (GREY, SEQUENTIAL, colour, laid_out, marker, new_figure, rows_height, short_labels,
+                                   styled)
 from toolkit.selection import RunData
 
 LEGEND_RUNS = 8  # up to this many runs get a colour each and a legend; more are coloured by rank
@@ -62,6 +63,7 @@ def score_distributions_data(cases: pl.DataFrame) -> pl.DataFrame:
         ecdf=(pl.int_range(1, pl.len() + 1).over("run_id", "benchmark") / pl.len().over("run_id", "benchmark")))
 
 
+@laid_out
 def score_distributions(cases: pl.DataFrame) -> Figure:
     """One panel per benchmark: each run's empirical CDF of case scores (further right = better).
 
@@ -151,6 +153,7 @@ def length_bias_data(data: RunData, cases: pl.DataFrame) -> pl.DataFrame:
         pl.col("run_id").replace_strict(order, default=len(order), return_dtype=pl.Int64), "benchmark", "case_id")
 
 
+@laid_out
 def length_bias(data: RunData, cases: pl.DataFrame) -> Figure:
     """Case score against answer length (left) and each run's within-benchmark rank correlation (right).
 
@@ -211,6 +214,7 @@ def cost_data(data: RunData, cases: pl.DataFrame) -> pl.DataFrame:
                       "cases_with_usage")
 
 
+@laid_out
 def cost(data: RunData, cases: pl.DataFrame) -> Figure:
     """Overall score against tokens per case (left) and median answer latency (right), one point per run.
 

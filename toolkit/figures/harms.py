@@ -7,7 +7,7 @@ import polars as pl
 from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 
-from toolkit.figures.style import GREY, LIGHT, colour, marker, new_figure, rows_height, short_labels, styled
+from toolkit.figures.style import GREY, LIGHT, colour, laid_out, marker, new_figure, rows_height, short_labels, styled
 
 BOTH = "both"  # toolkit.analysis.harms.BOTH: the two safety benchmarks pooled
 HARM_METRICS = ("severe_omission_case_rate", "severe_commission_case_rate")
@@ -38,6 +38,7 @@ def harm_rates_data(harm: pl.DataFrame) -> pl.DataFrame:
         "run_id", "scope", "metric", "value", "n_cases", *extra, "ci_low", "ci_high")
 
 
+@laid_out
 def harm_rates(harm: pl.DataFrame) -> Figure:
     """Per run, one panel per metric: the rate with its 95% interval for each safety benchmark and both pooled."""
     frame = harm_rates_data(harm)
@@ -102,6 +103,7 @@ def precision_recall_data(harm: pl.DataFrame) -> pl.DataFrame:
         pl.col("run_id").replace_strict(order, return_dtype=pl.Int64), "scope")
 
 
+@laid_out
 def precision_recall(harm: pl.DataFrame) -> Figure:
     """Weighted recall (x) against weighted precision (y) per run, 95% intervals as crosses, F1 contours."""
     frame = precision_recall_data(harm)

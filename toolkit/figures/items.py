@@ -7,7 +7,7 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from toolkit.analysis.items import ItemAnalysis
-from toolkit.figures.style import BLUE, VERMILLION, new_figure, pct, styled, wrap
+from toolkit.figures.style import BLUE, VERMILLION, laid_out, new_figure, pct, styled, wrap
 
 HIGH_SEVERITY = 2  # positive items worth at least this many points (+2/+3: the rubrics' most important)
 ITEM_ROW = 0.55  # inches per item: two lines of item text
@@ -32,6 +32,7 @@ def item_rates_data(items: ItemAnalysis, top: int = 10) -> pl.DataFrame:
     return pl.concat([missed, endorsed])
 
 
+@laid_out
 def item_rates(items: ItemAnalysis, top: int = 10) -> Figure:
     """Two panels of horizontal bars: the ``top`` most-missed high-severity positive items (share of
     runs missing each) and the ``top`` most-endorsed harmful items, labelled with their text."""

@@ -7,8 +7,8 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from toolkit.analysis.agreement import Agreement
-from toolkit.figures.style import (DIVERGING, GREY, LIGHT, MARKERS, colour, marker, new_figure, num, rows_height, short_labels,
-                                   styled)
+from toolkit.figures.style import (DIVERGING, GREY, LIGHT, MARKERS, colour, laid_out, marker, new_figure, num,
+                                   rows_height, short_labels, styled)
 
 ALPHA = 0.05
 FOREST_SERIES = 6  # run x rater pairs drawn as a dodged forest; more become a heatmap
@@ -30,6 +30,7 @@ def judge_agreement_data(agreement: Agreement) -> pl.DataFrame:
         "run_id", "rater_a", "rater_b", pl.col("benchmark") == "overall", "benchmark", maintain_order=True)
 
 
+@laid_out
 def judge_agreement(agreement: Agreement) -> Figure:
     """Left: per benchmark, the score difference between raters with 95% intervals (a heatmap when there
     are more than 6 run x rater pairs); right: item-level agreement per run (percent, kappa, alpha).

@@ -10,8 +10,8 @@ from matplotlib.patches import Rectangle
 from toolkit.analysis.compare import Comparison
 from toolkit.analysis.paired import TIE
 from toolkit.analysis.pairs import OVERALL
-from toolkit.figures.style import (BLUE, DIVERGING, GREY, LIGHT, MARKERS, SEQUENTIAL, VERMILLION, colour, new_figure, num,
-                                   rows_height, short_labels, styled)
+from toolkit.figures.style import (BLUE, DIVERGING, GREY, LIGHT, MARKERS, SEQUENTIAL, VERMILLION, colour, laid_out,
+                                   new_figure, num, rows_height, short_labels, styled)
 
 ALPHA = 0.05  # Holm-adjusted p below this is marked significant
 FOREST_TOP = 40  # pairs shown at most; the rest are left out by |delta| and the title says so
@@ -61,6 +61,7 @@ def pairwise_forest_data(cmp: Comparison, baseline: str | None = None) -> pl.Dat
         "delta", descending=True, maintain_order=True)
 
 
+@laid_out
 def pairwise_forest(cmp: Comparison, baseline: str | None = None) -> Figure:
     """Overall paired differences with 95% intervals; filled markers: Holm-adjusted p < 0.05.
 
@@ -142,6 +143,7 @@ def win_delta_matrix_data(cmp: Comparison, cases: pl.DataFrame) -> pl.DataFrame:
     ).sort(pl.col("row").replace_strict(order), pl.col("column").replace_strict(order))
 
 
+@laid_out
 def win_delta_matrix(cmp: Comparison, cases: pl.DataFrame) -> Figure:
     """Win fraction (left or top) next to the overall delta matrix (row run - column run); "*" marks
     Holm-adjusted p < 0.05. Runs in leaderboard order. Raises ValueError with fewer than two runs."""
@@ -215,6 +217,7 @@ def pair_scatter_data(cases: pl.DataFrame, run_a: str, run_b: str) -> pl.DataFra
     return a.join(b, on=["benchmark", "case_id"]).sort("benchmark", "case_id")
 
 
+@laid_out
 def pair_scatter(cases: pl.DataFrame, run_a: str, run_b: str) -> Figure:
     """Per-case scores of ``run_a`` (x) against ``run_b`` (y) on their common cases, one marker per benchmark.
 

@@ -8,9 +8,10 @@ is needed and no figure is kept alive anywhere.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from functools import wraps
+from typing import Any, ParamSpec
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -62,6 +63,28 @@ def styled() -> Iterator[None]:
     """The house rcParams while a figure is built or rendered (restored afterwards)."""
     with matplotlib.rc_context(RC):
         yield
+
+
+P = ParamSpec("P")
+
+
+def laid_out(draw: Callable[P, Figure]) -> Callable[P, Figure]:
+    """Run a figure function, then its constrained layout once, and fix the positions.
+
+    Without this every render (PNG, then SVG) would solve the layout again, measuring every tick
+    label each time; fixed positions make both renders cheaper and identical in layout.
+    """
+    @wraps(draw)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> Figure:
+        fig = draw(*args, **kwargs)
+        engine = fig.get_layout_engine()
+        if engine is not None:
+            with styled():
+                engine.execute(fig)
+            fig.set_layout_engine("none")
+        return fig
+
+    return wrapper
 
 
 def new_figure(height: float, width: float = WIDTH) -> Figure:
