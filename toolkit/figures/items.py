@@ -58,7 +58,10 @@ def item_rates(items: ItemAnalysis, top: int = 10) -> Figure:
                 ax.errorbar(rate[ok], y[ok], xerr=[rate[ok] - lo[ok], hi[ok] - rate[ok]], fmt="none", ecolor="#404040",
                             capsize=2, linewidth=1)
             for yi, value, n in zip(y, rate, part["n_runs"].to_list()):
-                ax.text(min(np.nan_to_num(value), 1.0) + 0.01, yi, f"{pct(value)} of {n}", va="center", fontsize=9)
+                inside = np.nan_to_num(value) > 0.8  # a long bar carries its number inside, clear of the edge
+                ax.text(np.nan_to_num(value) + (-0.01 if inside else 0.01), yi, f"{pct(value)} of {n}", va="center",
+                        ha="right" if inside else "left", fontsize=9, color="white" if inside else "black",
+                        zorder=4)
             labels = [f"{wrap(text, 52, 2)}\n[{bench.replace('_', ' ')}, {points:+g}]" for text, bench, points in
                       part.select("text", "benchmark", "points").iter_rows()]
             ax.set_yticks(y, labels, fontsize=9, linespacing=1.0)
