@@ -1,29 +1,46 @@
-"""The Parquet store: path-safe run ids, atomic parts, compaction, locks, the journal."""
+"""The store: Delta tables, path-safe run ids, one runs commit per transaction, locks, the journal."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from toolkit.journal import RunJournal
-from toolkit.store import Store, StoreError, safe_segment
 from toolkit.sql import connect
+from toolkit.store import Store, StoreError, default_store_path, safe_segment
+
+ROOT = Path(__file__).resolve().parents[1]
+SHA = "0" * 64
 
 
 def _answer(run: str, case: str, seq: int) -> dict:
     return {"run_id": run, "case_id": case, "attempt": 1, "seq": seq, "answer": f"a{seq}"}
 
 
+def _run_row(run: str, created: str = "2026-01-01T00:00:00Z") -> dict:
+    return {"run_id": run, "answer_model": "m", "judge_model": "j", "protocol_version": "1", "dataset_sha256": SHA,
+            "source": "collected", "created_at": created}
+
+
+def _new_run(store: Store, run: str) -> None:
+    store.commit_run(run, None, _run_row(run))
+
+
 @pytest.mark.parametrize("run_id", ["accounts/fireworks/models/x", "../x", "..", ".", "a b", "x" * 500, "/etc/passwd",
-                                    "é/..", "C:\\evil"])
+                                    "é/..", "C:\\evil", "it's"])
 def test_hostile_run_ids_stay_inside_the_store(store: Store, run_id: str) -> None:
-    path = store.write("answers", run_id, [_answer(run_id, "c", 1)])
-    assert path is not None
-    assert path.resolve().is_relative_to((store.root / "answers").resolve())
-    assert path.parent.parent == store.root / "answers"
+    _new_run(store, run_id)
+    store.write("answers", run_id, [_answer(run_id, "c", 1)])
+    for path in store.files("answers", run_id):
+        assert path.resolve().is_relative_to((store.root / "answers").resolve())
     assert store.read("answers", [run_id])["run_id"].to_list() == [run_id]
+    assert store.run_ids() == [run_id]
 
 
 def test_segments_are_injective_and_plain() -> None:
@@ -33,38 +50,127 @@ def test_segments_are_injective_and_plain() -> None:
     assert all("/" not in s and s not in (".", "..") and not s.startswith(".") for s in segments)
 
 
-def test_writes_are_atomic_and_compaction_keeps_every_row(store: Store) -> None:
+def test_default_store_is_relative_to_the_current_directory(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("BEDSIDE_STORE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert default_store_path() == tmp_path / "data" / "results" and Store.open().root == tmp_path / "data" / "results"
+    monkeypatch.setenv("BEDSIDE_STORE", str(tmp_path / "elsewhere"))
+    assert Store.open(None).root == tmp_path / "elsewhere"
+
+
+def test_data_rows_are_invisible_until_the_runs_commit(store: Store) -> None:
+    with pytest.raises(StoreError, match="no run"):
+        store.write("answers", "r", [_answer("r", "c0", 0)])  # no run to add them to
+    _new_run(store, "r")
+    store.write("answers", "r", [_answer("r", "c0", 0)])
+    before = store.version()
+    # A writer that died between its data commit and its runs commit: the rows are in the Delta table ...
+    from toolkit.store import delta
+    import pyarrow as pa
+    from toolkit.tables import to_arrow
+    frame = to_arrow("answers", [_answer("r", "c1", 1)])
+    frame = frame.append_column("write_id", pa.array(["deadbeef"])).append_column("part", pa.array(["r"]))
+    delta.overwrite(store.root / "answers", "answers", frame, "part = 'r' AND write_id = 'deadbeef'")
+    # ... but no reader sees them, and the store version did not move.
+    assert store.read("answers")["case_id"].to_list() == ["c0"]
+    assert store.version() == before
+    con = connect(store, derived=())
+    assert con.execute("select count(*) from answers").fetchone() == (1,)
+
+
+def test_replay_of_a_write_id_never_duplicates(store: Store) -> None:
+    _new_run(store, "r")
+    for _ in range(3):
+        store.commit_run("r", {"answers": [_answer("r", "c0", 0), _answer("r", "c1", 1)]}, write_id="tag1")
+    assert store.read("answers").height == 2
+    assert json.loads(store.run("r")["write_ids"]) == ["tag1"]
+
+
+def test_one_runs_row_per_run_and_steps_are_kept(store: Store) -> None:
+    store.commit_run("r", None, _run_row("r"), step={"kind": "run", "settings": {"cases": 10}})
+    store.commit_run("r", None, {"settings": json.dumps({"cases": 250})}, step={"kind": "run", "settings": {"cases": 250}})
+    store.commit_run("r", None, None, step={"kind": "judge", "judge_model": "other"})
+    runs = store.read("runs")
+    assert runs.height == 1
+    row = store.run("r")
+    assert json.loads(row["settings"]) == {"cases": 250} and row["created_at"] == "2026-01-01T00:00:00Z"
+    assert [s["kind"] for s in json.loads(row["steps"])] == ["run", "run", "judge"]
+
+
+def test_replace_swaps_in_one_commit_and_old_versions_stay_readable(store: Store) -> None:
+    _new_run(store, "r")
+    store.write("answers", "r", [_answer("r", "old", 0)])
+    version = store.version()
+    store.commit_run("r", {"answers": [_answer("r", "new", 0)]}, _run_row("r"), replace=True)
+    assert store.read("answers")["case_id"].to_list() == ["new"]
+    assert store.version() == version + 1  # the swap is the one runs commit
+    past = Store.open(store.root, version=version)
+    assert past.read("answers")["case_id"].to_list() == ["old"] and past.version() == version
+    with pytest.raises(StoreError, match="for reading"):
+        past.write("answers", "r", [_answer("r", "x", 1)])
+
+
+def test_a_value_that_cannot_be_stored_fails_before_any_commit(store: Store) -> None:
+    _new_run(store, "r")
+    store.write("answers", "r", [_answer("r", "c0", 0)])
+    version = store.version()
+    with pytest.raises(StoreError, match="answers: cannot store"):
+        store.commit_run("r", {"judgments": [], "answers": [{**_answer("r", "c1", 1), "started_at": 12}]},
+                         replace=True)
+    with pytest.raises(StoreError, match="cannot store"):
+        store.commit_run("r", {"answers": [{**_answer("r", "c1", 1), "answer": "x\ud800"}]}, replace=True)
+    assert store.version() == version and store.read("answers")["case_id"].to_list() == ["c0"]
+
+
+def test_delete_and_rename_are_single_runs_commits(store: Store) -> None:
+    for run in ("a", "b"):
+        _new_run(store, run)
+        store.write("answers", run, [_answer(run, "c0", 0)])
+    version = store.version()
+    store.rename_run("a", "a2")
+    assert store.version() == version + 1
+    assert sorted(store.run_ids()) == ["a2", "b"]
+    assert store.read("answers", ["a2"])["run_id"].to_list() == ["a2"] and store.read("answers", ["a"]).is_empty()
+    with pytest.raises(StoreError, match="exists"):
+        store.rename_run("a2", "b")
+    store.delete_run("b")
+    assert store.run_ids() == ["a2"] and store.read("answers")["run_id"].to_list() == ["a2"]
+    with pytest.raises(StoreError, match="no run"):
+        store.delete_run("b")
+
+
+def test_compaction_keeps_every_row(store: Store) -> None:
+    _new_run(store, "r")
     for seq in range(5):
         store.write("answers", "r", [_answer("r", f"c{seq}", seq)])
-    folder = store.partition_dir("answers", "r")
-    assert not [p for p in folder.iterdir() if p.name.startswith(".tmp")]
-    store.compact("answers", "r")
-    assert [p.name for p in folder.iterdir()] == ["compact-000000000004.parquet"]
+    store.compact_run("r")
+    assert len(store.files("answers", "r")) == 1 and len(json.loads(store.run("r")["write_ids"])) == 1
     assert sorted(store.read("answers")["case_id"]) == [f"c{i}" for i in range(5)]
-    store.write("answers", "r", [_answer("r", "c5", 5)])
-    assert store.read("answers").height == 6
 
 
-def test_superseded_parts_left_by_a_crash_are_ignored(store: Store) -> None:
-    a = store.write("answers", "r", [_answer("r", "c0", 0)])
-    store.write("answers", "r", [_answer("r", "c1", 1)])
-    keep = a.read_bytes()
-    store.compact("answers", "r")
-    a.write_bytes(keep)  # as if the crash came between the compact rename and the clean-up
-    assert store.read("answers").height == 2
-    assert sorted(store.read("answers")["case_id"]) == ["c0", "c1"]
-
-
-def test_lock_is_exclusive(store: Store) -> None:
+def test_lock_is_exclusive_and_names_its_holder(store: Store) -> None:
     with store.lock("r"):
-        with pytest.raises(StoreError, match="being written by another process"):
+        with pytest.raises(StoreError, match="being written by this process"):
             with store.lock("r"):
                 pass
     with store.lock("r"):
         pass
+    code = ("import sys, time; from toolkit.store import Store; s = Store.open(sys.argv[1])\n"
+            "with s.lock('r'):\n    print('held', flush=True); time.sleep(30)")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(store.root), "--marker"], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreError, match=rf"run 'r' is being written by pid {holder.pid} \(.*--marker\) since "):
+            with store.lock("r"):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_journal_survives_a_torn_tail_and_never_duplicates(store: Store) -> None:
+    _new_run(store, "r")
     journal = RunJournal(store, "r")
     journal.append("answers", _answer("r", "c0", 0))
     journal.append_many([("judgments", {"run_id": "r", "case_id": "c0", "judge_model": "j", "judge_pass": 1,
@@ -75,17 +181,44 @@ def test_journal_survives_a_torn_tail_and_never_duplicates(store: Store) -> None
     with open(path, "ab") as handle:
         handle.write(b'[{"t":"answers","r":{"run_id":"r","case_')  # killed mid-write
     os.close(journal._fd)  # the writer dies; nothing was checkpointed
-    # A crash after the answers part was written but before the journal was removed:
-    tag = path.stem
-    store.write_tagged("answers", "r", [_answer("r", "c0", 0)], tag)
-    recovered = RunJournal(store, "r").recover()
-    assert recovered == 2  # the judgment and its decision; the answer was already there
+    # A crash after the checkpoint's commits but before the journal was removed:
+    store.commit_run("r", {"answers": [_answer("r", "c0", 0)]}, write_id=path.stem)
+    assert RunJournal(store, "r").recover() == 0  # its write id is live: nothing is written again
     assert store.read("answers").height == 1
-    assert store.read("judgments").height == 1 and store.read("decisions").height == 1
+    # and a crash after the data commits but before the runs commit: replayed, once.
+    journal = RunJournal(store, "r")
+    journal.append("answers", _answer("r", "c1", 2))
+    path = next(journal.folder.glob("*.jsonl"))
+    os.close(journal._fd)
+    store.commit_run("r", {"answers": [_answer("r", "c9", 9)]}, write_id="other")
+    assert RunJournal(store, "r").recover() == 1
+    assert sorted(store.read("answers")["case_id"]) == ["c0", "c1", "c9"]
     assert not list(journal.folder.glob("*.jsonl"))
 
 
+def test_a_truncated_part_file_is_named_and_other_runs_still_read(store: Store) -> None:
+    for run in ("good", "bad"):
+        _new_run(store, run)
+        store.write("answers", run, [_answer(run, f"c{i}", i) for i in range(50)])
+    victim = store.files("answers", "bad")[0]
+    victim.write_bytes(victim.read_bytes()[:-40])
+    assert list(store.damaged()) == ["bad"] and str(victim) in store.damaged()["bad"]
+    assert store.read("answers", ["good"]).height == 50
+    with pytest.raises(StoreError, match="damaged part file"):
+        store.read("answers", ["bad"])
+
+
+def test_stray_files_are_invisible(store: Store) -> None:
+    _new_run(store, "r")
+    store.write("answers", "r", [_answer("r", "c0", 0)])
+    folder = store.files("answers", "r")[0].parent
+    pl.DataFrame({"run_id": ["r"], "case_id": ["evil"]}).write_parquet(folder / "compact-999.parquet")
+    assert store.read("answers")["case_id"].to_list() == ["c0"]
+    assert all(p.name != "compact-999.parquet" for p in store.files("answers"))
+
+
 def test_duckdb_views_over_every_table(store: Store) -> None:
+    _new_run(store, "r/1")
     store.write("answers", "r/1", [_answer("r/1", "c0", 0), _answer("r/1", "c1", 1)])
     con = connect(store, derived=())
     assert con.execute("select count(*) from answers").fetchone() == (2,)

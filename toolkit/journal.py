@@ -1,11 +1,12 @@
-"""Crash-safe appends for a run being collected: a write-ahead journal in front of the Parquet parts.
+"""Crash-safe appends for a run being collected: a write-ahead journal in front of the store.
 
 A completed call is appended to the run's journal as one JSON line with a
 single ``write`` (no buffering in this process), so ``kill -9`` cannot lose it.
-``checkpoint`` turns the journal into one Parquet part per table (atomic
-renames, tagged with the journal's id) and then deletes the journal; if a crash
-interrupts it, ``recover`` finishes the job on the next start without writing
-any row twice. A torn last line (killed mid-write) is ignored: its call had not
+``checkpoint`` turns the journal into ONE store transaction (``Store.commit_run``
+with the journal's id as write id: data commits, then the runs commit that makes
+them visible) and then deletes the journal; if a crash interrupts it, ``recover``
+finishes the job on the next start, and since a data commit replaces the rows of
+its write id, replaying it never writes a row twice. A torn last line (killed mid-write) is ignored: its call had not
 completed. Rows are checked against their table's schema before they are
 written, and a line that still cannot be stored (written by an older version,
 say) is set aside in a ``.bad`` file by ``recover`` instead of blocking the run.
@@ -22,7 +23,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from toolkit.store import Store, safe_segment
+from toolkit.store import Store, StoreError
 from toolkit.tables import RUN_TABLES, TABLES, to_arrow
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -106,20 +107,16 @@ def _read_lines(path: Path) -> tuple[list[list[tuple[str, dict[str, Any]]]], lis
 
 def pending_rows(store: Store, run_id: str) -> dict[str, list[dict[str, Any]]]:
     """Rows of a run's journals not yet in Parquet, by table; reads only (dry runs, inspections)."""
-    folder = store.root / "journal" / safe_segment(run_id)
+    folder = store.journal_dir(run_id)
     rows: dict[str, list[dict[str, Any]]] = {}
     for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        if store.is_live(run_id, path.stem):
+            continue  # committed; the crash came before the journal was removed
         good, _ = _read_lines(path)
         for records in good:
             for table, row in records:
-                if not _already_written(store, run_id, table, path.stem):
-                    rows.setdefault(table, []).append(row)
+                rows.setdefault(table, []).append(row)
     return rows
-
-
-def _already_written(store: Store, run_id: str, table: str, tag: str) -> bool:
-    folder = store.partition_dir(table, run_id)
-    return folder.is_dir() and any(f.name.endswith(f"-{tag}.parquet") for f in folder.iterdir())
 
 
 class RunJournal:
@@ -128,7 +125,7 @@ class RunJournal:
     def __init__(self, store: Store, run_id: str):
         self.store = store
         self.run_id = run_id
-        self.folder = store.root / "journal" / safe_segment(run_id)
+        self.folder = store.journal_dir(run_id)
         self.folder.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = None
         self._path: Path | None = None
@@ -183,9 +180,10 @@ class RunJournal:
         self._materialise(path)
 
     def close(self) -> None:
+        """Checkpoint, then compact the run (one file per table, dead rows swept)."""
         self.checkpoint()
-        for table in RUN_TABLES:
-            self.store.compact(table, self.run_id)
+        if self.store.has_run(self.run_id):
+            self.store.compact_run(self.run_id)
 
     def _materialise(self, path: Path) -> int:
         tag = path.stem
@@ -193,14 +191,18 @@ class RunJournal:
         by_table: dict[str, list[dict[str, Any]]] = {}
         for records in good:
             for table, row in records:
-                by_table.setdefault(table, []).append(row)
+                if table != "runs":  # the runs row is the store's to write
+                    by_table.setdefault(table, []).append(row)
         written = 0
-        for table in RUN_TABLES:  # runs last, like every other writer
-            rows = by_table.get(table)
-            if not rows or _already_written(self.store, self.run_id, table, tag):
-                continue
-            self.store.write_tagged(table, self.run_id, to_arrow(table, rows), tag)
-            written += len(rows)
+        if by_table and not self.store.is_live(self.run_id, tag):
+            try:
+                self.store.commit_run(self.run_id, {t: to_arrow(t, rows) for t, rows in by_table.items()},
+                                      write_id=tag)
+            except StoreError:
+                if self.store.has_run(self.run_id):
+                    raise
+                return 0  # no run to add them to (yet): the journal stays for the run's next start
+            written = sum(len(rows) for rows in by_table.values())
         if bad:  # kept for inspection, never silently dropped
             target = path.with_suffix(".bad")
             target.write_bytes(b"".join(line + b"\n" for line in bad))

@@ -211,27 +211,26 @@ def import_reference(store: Store, path: str | Path, dataset: Dataset, run_id: s
     if not kept:
         raise ImportError_([Problem(str(path), "case_id", f"no row is a case of the dataset {dataset.source} "
                                                           f"(sha256 {dataset.sha256[:12]}); pass --dataset")])
-    if store.has_run(run_id) and not replace:
-        raise StoreError(f"{store.root}: run {run_id!r} exists (choose another --run-id or pass --replace)")
-    tables = _tables(run_id, kept)
-    disagreements = _disagreements(tables["_all_decisions"], kept, dataset)
-    answer_efforts = {r.get("answer_reasoning_effort") for _, r in kept if "score" in r}
-    run_row = {
-        "run_id": run_id, "answer_model": seen.get("answer_model"), "judge_model": seen.get("judge_model"),
-        "protocol_version": protocol.PROTOCOL_VERSION, "dataset_sha256": dataset.sha256, "source": "imported",
-        "source_file": str(path), "answer_reasoning_effort": answer_efforts.pop() if len(answer_efforts) == 1 else None,
-        "created_at": now_iso(), "settings": json.dumps({"rows": len(rows), "skipped_rows": len(rows) - len(kept)}),
-    }
-    if replace:
-        store.delete_run(run_id)
-    store.write_dataset(dataset)
-    try:
-        for table in ("answers", "judgments", "decisions"):
-            store.write(table, run_id, tables[table])
-        store.write("runs", run_id, [run_row])  # last: the run exists only once all its rows do
-    except BaseException:
-        store.delete_run(run_id)
-        raise
+    with store.lock(run_id):  # a second writer of this run (import, run, judge, rm) is refused
+        if store.has_run(run_id) and not replace:
+            raise StoreError(f"{store.root}: run {run_id!r} exists (choose another --run-id or pass --replace)")
+        tables = _tables(run_id, kept)
+        disagreements = _disagreements(tables["_all_decisions"], kept, dataset)
+        answer_efforts = {r.get("answer_reasoning_effort") for _, r in kept if "score" in r}
+        run_row = {
+            "run_id": run_id, "answer_model": seen.get("answer_model"), "judge_model": seen.get("judge_model"),
+            "protocol_version": protocol.PROTOCOL_VERSION, "dataset_sha256": dataset.sha256, "source": "imported",
+            "source_file": str(path),
+            "answer_reasoning_effort": answer_efforts.pop() if len(answer_efforts) == 1 else None,
+            "created_at": now_iso(), "settings": json.dumps({"rows": len(rows), "skipped_rows": len(rows) - len(kept)}),
+        }
+        step = {"at": run_row["created_at"], "kind": "import", "source_file": str(path), "replace": replace,
+                "settings": json.loads(run_row["settings"])}
+        store.write_dataset(dataset)
+        # One transaction: the data rows, then the runs commit that makes them the run (a replace swaps
+        # the old rows out in that same commit; a failure before it leaves the old run as it was).
+        store.commit_run(run_id, {t: tables[t] for t in ("answers", "judgments", "decisions")}, run_row,
+                         step=step, replace=replace)
     completed = len({r["case_id"] for _, r in kept if "score" in r and not r.get("error")})
     return ImportReport(run_id, len(rows), completed, sum(1 for _, r in kept if r.get("error")),
                         len(rows) - len(kept), disagreements)

@@ -34,7 +34,7 @@ from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES,
 from toolkit.dataset import Dataset, load_dataset
 from toolkit.store import Store
 
-StoreLike = Store | str | os.PathLike[str] | None  # None: $BEDSIDE_STORE, else data/results
+StoreLike = Store | str | os.PathLike[str] | None  # None: $BEDSIDE_STORE, else ./data/results
 DatasetLike = Dataset | str | os.PathLike[str] | None  # None: the bundled sample
 ProvidersLike = ProviderTable | str | os.PathLike[str] | None  # None: $BEDSIDE_PROVIDERS, else the bundled table
 Progress = str | ViewFactory  # one of PROGRESS_MODES, or a factory of progress views
@@ -231,7 +231,7 @@ def plan_rejudge(run_id: str, judge_model: str, *, store: StoreLike = None, pass
     job = CollectJob(settings, tuple(cases_from_store(target, run["dataset_sha256"])), answer=False)
 
     def prepare(store: Store, job: CollectJob) -> None:
-        record_judge(store, store.run(run_id), judge_model, judge_endpoint.describe())
+        record_judge(store, store.run(run_id), judge_model, judge_endpoint.describe(), job.settings.judge_passes)
 
     return Collection(target, job, table, prepare)
 

@@ -141,11 +141,13 @@ def run_row(settings: CollectSettings, dataset_sha256: str, created_at: str | No
 
 
 def ensure_run(store: Store, settings: CollectSettings, dataset_sha256: str) -> dict[str, Any]:
-    """Write the runs row if absent; refuse a resume whose answer model or dataset differs."""
+    """Create the runs row, or refuse a resume whose answer model or dataset differs; either way the
+    collection step is recorded (``steps``) and ``settings`` says the latest one. Under the run's lock."""
+    step = {"at": now_iso(), "kind": "run", "settings": settings.describe()}
     if not store.has_run(settings.run_id):
         row = run_row(settings, dataset_sha256)
-        store.write("runs", settings.run_id, [row])
-        return row
+        store.commit_run(settings.run_id, None, row, step=step)
+        return store.run(settings.run_id)
     row = store.run(settings.run_id)
     if row["answer_model"] != settings.answer_model:
         raise StoreError(f"run {settings.run_id!r} holds answers of {row['answer_model']!r}, not "
@@ -157,18 +159,27 @@ def ensure_run(store: Store, settings: CollectSettings, dataset_sha256: str) -> 
     if row["dataset_sha256"] != dataset_sha256:
         raise StoreError(f"run {settings.run_id!r} was collected on dataset {row['dataset_sha256'][:12]}..., "
                          f"not {dataset_sha256[:12]}... (a different --dataset): choose another --run-id")
-    return row
+    previous = json.loads(row["settings"] or "{}")
+    latest = {**settings.describe(), **{k: v for k, v in previous.items() if k == "additional_judges"}}
+    store.commit_run(settings.run_id, None, {"settings": json.dumps(latest)}, step=step)
+    return store.run(settings.run_id)
 
 
 def _effort(value: str | None) -> str:
     return "(none)" if value is None else repr(value)
 
 
-def record_judge(store: Store, run: dict[str, Any], judge_model: str, endpoint: dict[str, Any]) -> None:
-    """Note an additional judge's endpoint in the run's settings (rewrites the runs row, same created_at)."""
+def record_judge(store: Store, run: dict[str, Any], judge_model: str, endpoint: dict[str, Any],
+                 passes: tuple[int, ...] | None = None) -> None:
+    """Note a judging step: an additional judge's endpoint goes into the run's settings; ``passes`` given
+    (``bedside judge``) records the step in ``steps`` even for the primary judge. One runs row either way."""
     settings = json.loads(run["settings"] or "{}")
     judges = settings.setdefault("additional_judges", {})
-    if judge_model == run["judge_model"] or judges.get(judge_model) == endpoint:
+    new_judge = judge_model != run["judge_model"] and judges.get(judge_model) != endpoint
+    if not new_judge and passes is None:
         return
-    judges[judge_model] = endpoint
-    store.write("runs", run["run_id"], [{**run, "settings": json.dumps(settings)}])
+    if new_judge:
+        judges[judge_model] = endpoint
+    step = {"at": now_iso(), "kind": "judge", "judge_model": judge_model, "endpoint": endpoint,
+            "passes": list(passes) if passes is not None else None}
+    store.commit_run(run["run_id"], None, {"settings": json.dumps(settings)}, step=step)

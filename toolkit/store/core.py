@@ -1,0 +1,420 @@
+"""The store: Delta Lake tables behind one small interface (see ``toolkit.store.delta`` for the layout).
+
+Multi-table atomicity: Delta commits are per table, so the ``runs`` table is the commit point. Data
+rows carry a ``write_id``; a run's single ``runs`` row lists its live write ids. A write commits its
+data rows first (invisible: no runs row names them yet), then ONE runs commit makes them part of the
+run. A crash in between leaves rows nobody sees (the next writer of the run sweeps them); a replace
+swaps the live set in one runs commit; a delete removes the runs row in one commit. Data commits are
+``overwrite ... where write_id = W``, so replaying one (a journal recovered after a crash) never
+duplicates a row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
+
+from toolkit.store import delta
+from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
+from toolkit.store.locks import run_lock, store_lock
+from toolkit.store.paths import StoreError, default_store_path, safe_segment
+from toolkit.tables import DATASET_TABLES, RUN_TABLES, TABLES, to_arrow
+
+_SNAPSHOT_TRIES = 8
+
+
+def _part(run_id: str) -> str:
+    """A run's partition value: its safe segment with '.' for '%' (injective still: segments hold no '.'),
+    so Delta's own escaping of '%' does not double up in the directory names."""
+    return safe_segment(run_id).replace("%", ".")
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    version: int | None  # runs table version (None: no run was ever written)
+    runs: pa.Table  # physical runs rows (with part)
+    as_of: dt.datetime | None  # data tables are read as of this time (pinned stores), else latest
+
+    def live(self) -> dict[str, set[str]]:
+        parts = self.runs.column(PART).to_pylist()
+        ids = self.runs.column("write_ids").to_pylist()
+        return {p: set(json.loads(w or "[]")) for p, w in zip(parts, ids)}
+
+
+@dataclass(frozen=True)
+class Store:
+    root: Path
+    pinned: int | None = field(default=None)  # read the store as of this runs-table version
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str] | None = None, version: int | None = None) -> "Store":
+        """The store at ``root``, else ``default_store_path()`` ($BEDSIDE_STORE, else ./data/results);
+        ``version``: read it as it was at that store version (time travel; writes are refused)."""
+        return cls(Path(root) if root is not None else default_store_path(), version)
+
+    def _path(self, table: str) -> Path:
+        return self.root / table
+
+    # -- snapshots -----------------------------------------------------------
+
+    def _check_layout(self) -> None:
+        runs = self._path("runs")
+        if runs.is_dir() and not delta.is_table(runs) and any(runs.iterdir()):
+            raise StoreError(f"{self.root}: written by an older bedside (plain Parquet parts, no Delta log); "
+                             "import its runs again into a new store")
+
+    def _snapshot(self) -> _Snapshot:
+        self._check_layout()
+        path = self._path("runs")
+        table = delta.load(path, version=self.pinned)
+        if table is None:
+            if self.pinned is not None:
+                raise StoreError(f"{self.root}: no store version {self.pinned} (the store has no runs)")
+            return _Snapshot(None, delta.physical_schema("runs").empty_table(), None)
+        version = table.version()
+        files = [f for f, _, _ in delta.files_of(table, path, None, None)]
+        runs = delta.read_files(files, "runs", delta.physical_schema("runs").names)
+        as_of = delta.commit_time(path, version) if self.pinned is not None else None
+        return _Snapshot(version, runs, as_of)
+
+    def _latest_version(self) -> int | None:
+        table = delta.load(self._path("runs"))
+        return None if table is None else table.version()
+
+    def version(self) -> int | None:
+        """The store version this Store reads: the ``runs`` table's Delta version (None: nothing written)."""
+        return self.pinned if self.pinned is not None else self._latest_version()
+
+    # -- reading -----------------------------------------------------------
+
+    def _data_files(self, snap: _Snapshot, table: str, keys: list[str] | None) -> list[tuple[Path, str, int]]:
+        path = self._path(table)
+        loaded = delta.load(path, as_of=snap.as_of) if snap.as_of is not None else delta.load(path)
+        if loaded is None:
+            return []
+        if table in DATASET_TABLES:
+            return delta.files_of(loaded, path, None if keys is None else set(keys), None)
+        live = snap.live()
+        parts = None if keys is None else {_part(k) for k in keys}
+        return delta.files_of(loaded, path, parts, live)
+
+    def files(self, table: str, key: str | None = None) -> list[Path]:
+        """Absolute paths of the Parquet files holding the table's visible rows (one run or dataset digest,
+        or all), for readers such as DuckDB's ``read_parquet``. Run-table files also hold ``write_id``."""
+        snap = self._snapshot()
+        if table == "runs":
+            files = delta.files_of(delta.load(self._path("runs"), version=snap.version), self._path("runs"),
+                                   None, None) if snap.version is not None else []
+            return [f for f, _, _ in files]
+        return [f for f, _, _ in self._data_files(snap, table, None if key is None else [key])]
+
+    def read(self, table: str, run_ids: list[str] | None = None, columns: list[str] | None = None,
+             keys: list[str] | None = None) -> pl.DataFrame:
+        """A table (or the rows of the given runs, or of other partition ``keys``: dataset digests) as a
+        polars frame of the table's schema, or of just ``columns`` of it. Only rows of whole commits."""
+        keys = run_ids if keys is None else keys
+        schema = TABLES[table].schema
+        wanted = columns if columns is not None else schema.names
+        out_schema = pa.schema([pa.field(c, schema.field(c).type) for c in wanted])
+        for _ in range(_SNAPSHOT_TRIES):
+            snap = self._snapshot()
+            if table == "runs":
+                data = snap.runs
+                if keys is not None:  # in the order of the keys given
+                    where = {p: i for i, p in enumerate(data.column(PART).to_pylist())}
+                    data = data.take(pa.array([where[p] for p in dict.fromkeys(map(_part, keys)) if p in where],
+                                              pa.int64()))
+                break
+            found = self._data_files(snap, table, keys)
+            if keys is not None:  # in the order of the keys given, as callers expect
+                order = {(_part(k) if table not in DATASET_TABLES else k): i for i, k in enumerate(keys)}
+                found.sort(key=lambda f: order.get(f[1], 0))
+            data = delta.read_files([f for f, _, _ in found], table, list(wanted))
+            # A data table read while a runs commit (and the sweep after it) went by may miss rows the
+            # snapshot's live set names: read again from a newer snapshot (pinned stores never move).
+            if snap.as_of is not None or self._latest_version() == snap.version:
+                break
+        else:
+            raise StoreError(f"{self.root}: the store kept changing while {table} was read; try again")
+        return pl.from_arrow(data.select(wanted).cast(out_schema))
+
+    def run_ids(self) -> list[str]:
+        """Ids of the runs that have a ``runs`` row, in the order they were created."""
+        runs = self.read("runs", columns=["run_id", "created_at"])
+        return runs.sort("created_at", maintain_order=True)["run_id"].to_list()
+
+    def has_run(self, run_id: str) -> bool:
+        return self._row(run_id) is not None
+
+    def _row(self, run_id: str, snap: _Snapshot | None = None) -> dict[str, Any] | None:
+        runs = (snap or self._snapshot()).runs
+        rows = runs.filter(pa.compute.equal(runs.column(PART), _part(run_id))).to_pylist()
+        return rows[-1] if rows else None
+
+    def run(self, run_id: str) -> dict:
+        """The ``runs`` row of a run."""
+        row = self._row(run_id)
+        if row is None:
+            known = ", ".join(self.run_ids()) or "none"
+            raise StoreError(f"{self.root}: no run {run_id!r} (runs: {known})")
+        return {c: row[c] for c in TABLES["runs"].names}
+
+    def has_dataset(self, sha256: str) -> bool:
+        snap = _Snapshot(None, delta.physical_schema("runs").empty_table(),
+                         self._snapshot().as_of if self.pinned is not None else None)
+        return all(self._data_files(snap, t, [sha256]) for t in DATASET_TABLES)
+
+    def damaged(self, run_ids: list[str] | None = None) -> dict[str, str]:
+        """Runs whose visible files are missing or not the size their commit recorded (truncated, say):
+        run id -> one line naming the file. Cheap (no file is read)."""
+        snap = self._snapshot()
+        by_part = dict(zip(snap.runs.column(PART).to_pylist(), snap.runs.column("run_id").to_pylist()))
+        wanted = None if run_ids is None else {_part(r) for r in run_ids}
+        out: dict[str, str] = {}
+        for table in DATA_TABLES:
+            for path, part, size in self._data_files(snap, table, None):
+                if (wanted is not None and part not in wanted) or by_part.get(part) in out:
+                    continue
+                actual = path.stat().st_size if path.exists() else None
+                if actual != size:
+                    what = "missing" if actual is None else f"{actual} bytes, its commit recorded {size}"
+                    out[by_part[part]] = f"{path}: damaged part file ({what})"
+        return out
+
+    # -- writing -------------------------------------------------------------
+
+    def _writable(self) -> None:
+        if self.pinned is not None:
+            raise StoreError(f"{self.root}: opened at version {self.pinned} for reading; open it without a version to write")
+
+    @contextmanager
+    def lock(self, run_id: str) -> Iterator[None]:
+        """Exclusive writer lock of a run (re-entrant in this process); a second writer gets StoreError
+        naming the holder (pid, command line, since when)."""
+        with run_lock(self.root / ".locks" / f"{safe_segment(run_id)}.lock", f"run {run_id!r}"):
+            yield
+
+    def _hold(self, run_id: str):
+        """The run's lock for one of the store's own writes: joins the lock when this process holds it."""
+        return run_lock(self.root / ".locks" / f"{safe_segment(run_id)}.lock", f"run {run_id!r}", join=True)
+
+    def journal_dir(self, run_id: str) -> Path:
+        """Where the write-ahead journal of a run being collected lives (created by the journal)."""
+        return self.root / "journal" / safe_segment(run_id)
+
+    def write_dataset(self, dataset) -> None:  # dataset: toolkit.dataset.Dataset (untyped: no upward import)
+        """Store a dataset's cases and rubric items once per digest (idempotent across processes)."""
+        self._writable()
+        with store_lock(self.root / ".locks" / "store.lock"):
+            for table in DATASET_TABLES:
+                path = self._path(table)
+                loaded = delta.load(path)
+                if loaded is not None and delta.files_of(loaded, path, {dataset.sha256}, None):
+                    continue
+                rows = getattr(dataset, table).to_arrow()
+                data = to_arrow(table, rows.to_pylist()) if not isinstance(rows, pa.Table) else rows
+                data = data.append_column(PART, pa.array([dataset.sha256] * data.num_rows, pa.string()))
+                delta.append(path, table, data)
+
+    def commit_run(self, run_id: str, rows: dict[str, pa.Table | list[dict]] | None = None,
+                   run_row: dict[str, Any] | None = None, *, step: dict[str, Any] | None = None,
+                   write_id: str | None = None, replace: bool = False) -> str:
+        """One transaction on a run, under its lock: data commits of ``rows`` (by run table) with one
+        write id, then ONE ``runs`` commit that makes them part of the run. ``run_row``: columns of the
+        runs row to set (needed for a new run); ``step``: appended to the row's ``steps``; ``replace``:
+        the new rows replace all the run's data (swapped in that one commit); ``write_id``: replay-safe id
+        (a journal's tag). Returns the write id."""
+        self._writable()
+        seg = _part(run_id)
+        with self._hold(run_id):
+            current = self._row(run_id)
+            if current is None and run_row is None:
+                raise StoreError(f"{self.root}: no run {run_id!r} to add rows to")
+            if current is None:
+                self._sweep(run_id, set())  # rows an interrupted write left: never seen, now gone
+            wid = write_id or uuid.uuid4().hex
+            frames = _frames(run_id, rows or {})  # every row converted before anything is committed
+            wrote = False
+            for table, frame in frames.items():
+                frame = frame.append_column(WRITE_ID, pa.array([wid] * frame.num_rows, pa.string()))
+                frame = frame.append_column(PART, pa.array([seg] * frame.num_rows, pa.string()))
+                delta.overwrite(self._path(table), table, frame, f"{PART} = '{seg}' AND {WRITE_ID} = '{wid}'")
+                wrote = True
+            live = [] if replace or current is None else json.loads(current["write_ids"] or "[]")
+            if wrote and wid not in live:
+                live.append(wid)
+            self._commit_row(run_id, current, run_row, step, live, replace)
+            if replace and current is not None:
+                self._sweep(run_id, set(live))
+        return wid
+
+    def _commit_row(self, run_id: str, current: dict[str, Any] | None, run_row: dict[str, Any] | None,
+                    step: dict[str, Any] | None, live: list[str], replace: bool, drop: str | None = None) -> None:
+        base = {} if current is None else {c: current[c] for c in TABLES["runs"].names}
+        row = {**base, **(run_row or {})} if not replace else {**(run_row or base)}
+        if current is not None and not replace:
+            row["created_at"] = current["created_at"]
+        steps = json.loads((current or {}).get("steps") or "[]")
+        if step is not None:
+            steps.append(step)
+        row.update(run_id=run_id, steps=json.dumps(steps), updated_at=now_iso(), write_ids=json.dumps(live))
+        row.setdefault("created_at", row["updated_at"])
+        data = to_arrow("runs", [row])
+        seg = _part(run_id)
+        data = data.append_column(PART, pa.array([seg], pa.string()))
+        where = f"{PART} = '{seg}'" if drop is None else f"{PART} IN ('{seg}', '{drop}')"
+        delta.overwrite(self._path("runs"), "runs", data, where)
+
+    def _sweep(self, run_id: str, keep: set[str]) -> None:
+        """Delete the run's data rows whose write id is not in ``keep`` (under the run's lock). They are
+        invisible already; this only frees the space (Delta keeps the files for older versions)."""
+        seg = _part(run_id)
+        for table in DATA_TABLES:
+            path = self._path(table)
+            loaded = delta.load(path)
+            if loaded is None:
+                continue
+            present = delta.files_of(loaded, path, {seg}, None)
+            if not present:
+                continue
+            visible = delta.files_of(loaded, path, {seg}, {seg: keep})
+            if len(visible) == len(present):
+                continue
+            where = f"{PART} = '{seg}'"
+            if keep:
+                where += f" AND {WRITE_ID} NOT IN ({', '.join(repr(k) for k in sorted(keep))})"
+            delta.delete(path, where)
+
+    def write(self, table: str, key: str, rows: pa.Table | list[dict]) -> str | None:
+        """Add rows to a run as one transaction (a ``runs`` row is set, creating the run; data rows
+        need the run to exist). None when there are no rows. Dataset tables: use ``write_dataset``."""
+        data = rows if isinstance(rows, pa.Table) else to_arrow(table, rows)
+        if data.num_rows == 0:
+            return None
+        if table == "runs":
+            row = data.to_pylist()[-1]
+            return self.commit_run(key, None, {c: row.get(c) for c in TABLES["runs"].names
+                                              if c not in ("steps", "updated_at", "write_ids")})
+        if table not in RUN_TABLES:
+            raise StoreError(f"write {table} through write_dataset")
+        return self.commit_run(key, {table: data})
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run: ONE runs commit (it stops being a run), then its data and journal are swept."""
+        self._writable()
+        with self._hold(run_id):
+            if self._row(run_id) is None:
+                raise StoreError(f"{self.root}: no run {run_id!r} (runs: {', '.join(self.run_ids()) or 'none'})")
+            delta.delete(self._path("runs"), f"{PART} = '{_part(run_id)}'")
+            self._sweep(run_id, set())
+            _remove_tree(self.journal_dir(run_id))
+
+    def rename_run(self, old: str, new: str) -> None:
+        """Give a run another id: its rows are copied under the new id, then ONE runs commit swaps the two
+        rows (old gone, new present); the old rows are swept afterwards."""
+        self._writable()
+        if old == new:
+            raise StoreError(f"run {old!r}: the new id is the same")
+        with self._hold(old), self._hold(new):
+            current = self._row(old)
+            if current is None:
+                raise StoreError(f"{self.root}: no run {old!r} (runs: {', '.join(self.run_ids()) or 'none'})")
+            if self._row(new) is not None:
+                raise StoreError(f"{self.root}: run {new!r} exists (remove it first or choose another id)")
+            pending = self.journal_dir(old)
+            if pending.is_dir() and any(pending.iterdir()):
+                raise StoreError(f"run {old!r} has a collection journal or batch in flight ({pending}): "
+                                 "finish it with `bedside run`/`bedside judge` first")
+            self._sweep(new, set())
+            wid = uuid.uuid4().hex
+            seg = _part(new)
+            for table in DATA_TABLES:
+                data = self.read(table, [old]).to_arrow()
+                if data.num_rows == 0:
+                    continue
+                data = data.set_column(data.schema.get_field_index("run_id"), "run_id",
+                                       pa.array([new] * data.num_rows, pa.string()))
+                data = data.append_column(WRITE_ID, pa.array([wid] * data.num_rows, pa.string()))
+                data = data.append_column(PART, pa.array([seg] * data.num_rows, pa.string()))
+                delta.overwrite(self._path(table), table, data, f"{PART} = '{seg}' AND {WRITE_ID} = '{wid}'")
+            step = {"at": now_iso(), "kind": "rename", "from": old}
+            self._commit_row(new, {**current, "run_id": new}, None, step, [wid], False, drop=_part(old))
+            self._sweep(old, set())
+            _remove_tree(pending)
+
+    def is_live(self, run_id: str, write_id: str) -> bool:
+        row = self._row(run_id)
+        return row is not None and write_id in json.loads(row["write_ids"] or "[]")
+
+    def compact_run(self, run_id: str) -> None:
+        """Rewrite a run written in many commits as one write (one file per table), sweep dead rows, and
+        keep the runs table to a few files. Readers of the current version are never disturbed: the
+        rewrite becomes visible in one runs commit and old files stay on disk (Delta's vacuum
+        retention) for readers of older versions."""
+        self._writable()
+        with self._hold(run_id):
+            current = self._row(run_id)
+            if current is None:
+                return
+            live = json.loads(current["write_ids"] or "[]")
+            if len(live) > 1:
+                rows = {t: self.read(t, [run_id]).to_arrow() for t in DATA_TABLES}
+                self.commit_run(run_id, rows, replace=True, run_row={c: current[c] for c in TABLES["runs"].names})
+            else:
+                self._sweep(run_id, set(live))
+        self._compact_runs_table()
+
+    def _compact_runs_table(self) -> None:
+        path = self._path("runs")
+        loaded = delta.load(path)
+        if loaded is None or len(delta.files_of(loaded, path, None, None)) <= 16:
+            return
+        with store_lock(self.root / ".locks" / "store.lock"):
+            try:
+                delta.load(path).optimize.compact()
+            except Exception:  # a concurrent runs commit won; compaction can wait for the next time
+                pass
+
+
+def _frames(run_id: str, rows: dict[str, pa.Table | list[dict]]) -> dict[str, pa.Table]:
+    """The run tables' rows as Arrow tables of their schemas; StoreError (one line) for a value that does not
+    fit (a number where text belongs, a lone surrogate, ...), before any commit."""
+    out = {}
+    for table, data in rows.items():
+        if table not in DATA_TABLES:
+            raise StoreError(f"{table} is not a run data table")
+        try:
+            frame = data if isinstance(data, pa.Table) else to_arrow(table, data)
+            frame = frame.select(TABLES[table].schema.names).cast(TABLES[table].schema)
+            if frame.num_rows and frame.column("run_id").unique().to_pylist() != [run_id]:
+                raise StoreError(f"{table} rows for run {run_id!r} name another run")
+            pa.compute.utf8_length(frame.column("run_id"))  # validates the text columns' UTF-8 below too
+            frame.validate(full=True)
+        except (pa.ArrowException, ValueError, TypeError, OverflowError) as error:
+            raise StoreError(f"run {run_id!r}: {table}: cannot store a value: {str(error).splitlines()[0][:200]}") from None
+        if frame.num_rows:
+            out[table] = frame
+    return out
+
+
+def _remove_tree(folder: Path) -> None:
+    import shutil
+
+    if folder.exists():
+        trash = folder.with_name(f".trash-{uuid.uuid4().hex[:8]}")
+        os.replace(folder, trash)
+        shutil.rmtree(trash, ignore_errors=True)

@@ -1,0 +1,189 @@
+"""The store's tables as Delta Lake tables (delta-rs): physical schemas, commits with retry, live files.
+
+Physical layout per table (``<store>/<table>/``): the columns of ``toolkit.tables`` plus
+- ``write_id`` in the run tables (answers, judgments, decisions): the commit that wrote the row;
+- ``part``: the path-safe run id (run tables) or the dataset digest (cases, rubric_items), the Delta
+  partition column, so a run's or a dataset's files sit in one directory; in ``runs`` it is a plain
+  column, because that table is kept as a few small files that every command reads whole.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import time
+from pathlib import Path
+from urllib.parse import unquote
+from typing import Any, Callable, TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from toolkit.store.paths import StoreError
+from toolkit.tables import DATASET_TABLES, TABLES
+
+DATA_TABLES = ("answers", "judgments", "decisions")
+PART = "part"
+WRITE_ID = "write_id"
+_RETRIES = 60
+T = TypeVar("T")
+
+
+def physical_schema(table: str) -> pa.Schema:
+    fields = [pa.field(f.name, f.type, nullable=True) for f in TABLES[table].schema]
+    if table in DATA_TABLES:
+        fields.append(pa.field(WRITE_ID, pa.string()))
+    fields.append(pa.field(PART, pa.string()))
+    return pa.schema(fields)
+
+
+def partition_by(table: str) -> list[str] | None:
+    return [PART] if table in DATA_TABLES or table in DATASET_TABLES else None
+
+
+def is_table(path: Path) -> bool:
+    return (path / "_delta_log").is_dir()
+
+
+def _conflict(error: Exception) -> bool:
+    from deltalake.exceptions import CommitFailedError
+
+    if isinstance(error, CommitFailedError):
+        return True
+    text = str(error).lower()
+    return any(w in text for w in ("conflict", "already exists", "concurrent", "transaction failed",
+                                   "version mismatch"))
+
+
+def retry(action: Callable[[], T], what: str) -> T:
+    """Run a Delta commit, retrying (with jittered back-off) when a concurrent commit won the race."""
+    delay = 0.01
+    for attempt in range(_RETRIES):
+        try:
+            return action()
+        except Exception as error:  # delta-rs raises several types for a lost race
+            if not _conflict(error) or attempt == _RETRIES - 1:
+                raise StoreError(f"{what}: {error}") from error
+        time.sleep(delay * (0.5 + random.random()))
+        delay = min(0.5, delay * 1.6)
+    raise AssertionError("unreachable")
+
+
+def ensure(path: Path, table: str) -> None:
+    from deltalake import DeltaTable
+
+    if is_table(path):
+        return
+    retry(lambda: DeltaTable.create(str(path), physical_schema(table), mode="ignore",
+                                    partition_by=partition_by(table), name=table), f"{path}: create")
+
+
+def overwrite(path: Path, table: str, data: pa.Table, predicate: str) -> None:
+    """One commit replacing the rows that match ``predicate`` by ``data`` (idempotent when replayed)."""
+    from deltalake import write_deltalake
+
+    ensure(path, table)
+    data = data.select(physical_schema(table).names).cast(physical_schema(table))
+    retry(lambda: write_deltalake(str(path), data, mode="overwrite", predicate=predicate,
+                                  partition_by=partition_by(table)), f"{path}: commit")
+
+
+def append(path: Path, table: str, data: pa.Table) -> None:
+    from deltalake import write_deltalake
+
+    ensure(path, table)
+    data = data.select(physical_schema(table).names).cast(physical_schema(table))
+    retry(lambda: write_deltalake(str(path), data, mode="append", partition_by=partition_by(table)),
+          f"{path}: commit")
+
+
+def delete(path: Path, predicate: str) -> None:
+    from deltalake import DeltaTable
+
+    if is_table(path):
+        retry(lambda: DeltaTable(str(path)).delete(predicate), f"{path}: delete")
+
+
+def load(path: Path, version: int | None = None, as_of: dt.datetime | None = None) -> Any:
+    """The table's DeltaTable at its latest version (or ``version``, or the last commit at ``as_of``); None
+    when the table was never written."""
+    from deltalake import DeltaTable
+
+    if not is_table(path):
+        return None
+    table = DeltaTable(str(path))
+    if version is not None:
+        table.load_as_version(version)
+    elif as_of is not None:
+        try:
+            table.load_as_version(as_of)
+        except Exception:  # no commit that early: the table did not exist yet
+            return None
+    return table
+
+
+def commit_time(path: Path, version: int) -> dt.datetime:
+    """When ``version`` of a table was committed (the time delta-rs itself travels by)."""
+    from deltalake import DeltaTable
+
+    for entry in DeltaTable(str(path)).history():
+        if entry.get("version") == version and entry.get("timestamp") is not None:
+            return dt.datetime.fromtimestamp(entry["timestamp"] / 1000, tz=dt.timezone.utc)
+    log = path / "_delta_log" / f"{version:020d}.json"
+    return dt.datetime.fromtimestamp(log.stat().st_mtime, tz=dt.timezone.utc)
+
+
+def add_actions(table: Any) -> pa.Table:
+    return pa.table(table.get_add_actions(flatten=True))
+
+
+def files_of(table: Any, root: Path, parts: set[str] | None, live: dict[str, set[str]] | None
+             ) -> list[tuple[Path, str, int]]:
+    """(absolute path, part, recorded size) of the files of the table's loaded version that hold visible
+    rows: in ``parts`` (all when None) and, for run tables (``live`` given), written by a live write id of
+    their run. A file holds the rows of one write (min = max write_id); a file whose write ids differ
+    counts only when both ends are live."""
+    actions = add_actions(table)
+    if actions.num_rows == 0:
+        return []
+    paths = actions.column("path").to_pylist()
+    sizes = actions.column("size_bytes").to_pylist()
+    names = actions.column_names
+    part_col = f"partition.{PART}" if f"partition.{PART}" in names else None
+    file_parts = actions.column(part_col).to_pylist() if part_col else [None] * len(paths)
+    lows = actions.column(f"min.{WRITE_ID}").to_pylist() if live is not None else None
+    highs = actions.column(f"max.{WRITE_ID}").to_pylist() if live is not None else None
+    out = []
+    for i, (rel, part, size) in enumerate(zip(paths, file_parts, sizes)):
+        if parts is not None and part not in parts:
+            continue
+        if live is not None:
+            ids = live.get(part, set())
+            if lows[i] not in ids or highs[i] not in ids:
+                continue
+        out.append((root / unquote(rel), part, size))
+    out.sort(key=lambda f: str(f[0]))
+    return out
+
+
+def read_files(files: list[Path], table: str, columns: list[str]) -> pa.Table:
+    """The given files' rows (``columns`` of the physical schema), in file order; StoreError naming the
+    first file that cannot be read."""
+    schema = physical_schema(table)
+    if not files:
+        return schema.empty_table().select(columns)
+    try:
+        return pads.dataset([str(f) for f in files], schema=pa.schema([schema.field(c) for c in columns]),
+                            format="parquet").to_table(columns=columns)
+    except (OSError, pa.ArrowException) as error:
+        for f in files:  # which file: name it, so the user knows what is damaged
+            try:
+                pads.dataset([str(f)], format="parquet").to_table(columns=[c for c in columns if c != PART])
+            except (OSError, pa.ArrowException) as bad:
+                raise StoreError(f"{f}: damaged part file: {str(bad).splitlines()[0][:200]}") from None
+        raise StoreError(f"{files[0].parent}: cannot read {table}: {error}") from None
+
+
+def keep_write_ids(data: pa.Table, ids: set[str]) -> pa.Table:
+    return data.filter(pc.is_in(data.column(WRITE_ID), value_set=pa.array(sorted(ids), pa.string())))
