@@ -91,4 +91,5 @@ def test_a_fresh_install_runs_demo_validate_and_compare_from_an_empty_directory(
     compare = run([bedside, "compare", "--all"], cwd=work, env=env)
     leaderboard = compare.stdout.split("leaderboard", 1)[1].split("benchmarks", 1)[0]
     assert sum(line.startswith("│ ") and "sim/" in line for line in leaderboard.splitlines()) == 4
-    assert sorted(p.name for p in work.iterdir()) == ["data"]  # everything it wrote is the store
+    # it wrote the store and the demo's report there, nothing else
+    assert {p.name for p in work.iterdir()} <= {"data", "reports"} and (work / "data" / "results" / "runs").is_dir()
