@@ -5,9 +5,9 @@ one rubric item of one case. Per run: item-level percent agreement, Cohen's
 kappa (two raters), Fleiss' kappa (items every rater decided) and
 Krippendorff's alpha (nominal, every item at least two raters decided), see
 ``toolkit.analysis.reliability``; per rater pair the same for the two; the case
-score difference between raters per benchmark and overall with paired bootstrap
-intervals (the comparison engine with raters in place of runs, Holm and BH over
-the whole table); and the cases whose score moves the most between raters.
+score difference between raters per benchmark and overall with paired t
+intervals and p-values (the comparison engine with raters in place of runs, Holm
+and BH over the whole table); and the cases whose score moves the most between raters.
 """
 
 from __future__ import annotations
