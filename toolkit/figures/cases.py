@@ -187,7 +187,7 @@ def length_bias(data: RunData, cases: pl.DataFrame) -> Figure:
         right.set_yticks(y, [labels[r] for r in runs])
         right.set_ylim(len(runs) - 0.5, -0.5)
         right.set_xlim(-1, 1)
-        right.set_xlabel("rank correlation, length vs score\n(within benchmark)")
+        right.set_xlabel("rank correlation ρ of length\nand score, within benchmark")
         right.grid(axis="x")
         right.set_title("Length bias per run", loc="left")
     return fig
@@ -223,7 +223,7 @@ def cost(data: RunData, cases: pl.DataFrame) -> Figure:
     """
     frame = cost_data(data, cases)
     runs = frame["run_id"].to_list()
-    labels = short_labels(runs)
+    labels = short_labels(runs, width=22 if len(runs) > LEGEND_RUNS else 28)  # three legend columns fit at 22
     has_latency = frame["median_latency_s"].is_not_null().any()
     with styled():
         fig = new_figure(4.6 if len(runs) <= LEGEND_RUNS else 4.6 + 0.17 * len(runs))
@@ -241,7 +241,7 @@ def cost(data: RunData, cases: pl.DataFrame) -> Figure:
         if len(runs) > LEGEND_RUNS:
             handles = axes[0].collections
             fig.legend(handles, [f"{i + 1}  {labels[r]}" for i, r in enumerate(runs)], loc="outside lower center",
-                       ncol=3, handlelength=0.8)
+                       ncol=3, handlelength=0.8, columnspacing=1.0)
     return fig
 
 
