@@ -18,7 +18,7 @@ from tests.conftest import snapshot
 from toolkit.collect.api import evaluate, plan_evaluation, plan_rejudge, rejudge
 from toolkit.collect.demo import run_demo
 from toolkit.collect.progress import Tracker, View
-from toolkit.collect.sim import SimConfig, SimServer
+from toolkit.sim import SimConfig, SimServer
 from toolkit.collect.settings import SettingsError
 from toolkit.dataset import load_dataset
 from toolkit.selection import JudgeSelection

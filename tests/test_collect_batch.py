@@ -15,7 +15,7 @@ import pytest
 
 from tests.collect_support import Recorder, bedside, completion
 from toolkit.collect.api import evaluate
-from toolkit.collect.sim import SimConfig, SimServer
+from toolkit.sim import SimConfig, SimServer
 from toolkit.store import Store
 from toolkit.summary import summarize
 from toolkit.tables import TABLES

@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from tests.collect_support import Recorder, bedside, completion, error, files_under, judge_reply
-from toolkit.collect.sim import SimConfig, SimServer
+from toolkit.sim import SimConfig, SimServer
 from toolkit.selection import JudgeSelection
 from toolkit.store import Store
 from toolkit.summary import SummaryOptions, summarize

@@ -12,7 +12,7 @@ import pytest
 
 from tests.collect_support import Recorder, bedside, completion, error, judge_reply
 from toolkit.collect.client import AdaptiveLimit, retry_after, scrub
-from toolkit.collect.sim import SimConfig, SimServer
+from toolkit.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
 from toolkit.store import Store
 from toolkit.summary import summarize

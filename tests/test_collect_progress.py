@@ -15,7 +15,7 @@ from toolkit.collect.plan import ensure_run
 from toolkit.collect.progress import PlainView, RichView, Tracker, View
 from toolkit.collect.runner import CollectJob, collect
 from toolkit.collect.settings import CollectSettings, Endpoint
-from toolkit.collect.sim import SimConfig, SimServer
+from toolkit.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
 from toolkit.store import Store
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.collect_support import bedside
 from toolkit.collect.demo import DEMO_MODELS, run_demo
-from toolkit.collect.sim import SimConfig, SimServer
+from toolkit.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
 from toolkit.reference import export_reference, import_reference
 from toolkit.store import Store

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from tests.collect_support import bedside
-from toolkit.collect.sim import SimConfig, SimServer
+from toolkit.sim import SimConfig, SimServer
 from toolkit.failures import Cause, causes_of, failure_causes
 from toolkit.store import Store
 

@@ -18,8 +18,8 @@ import openai
 import pytest
 
 from toolkit import protocol
-from toolkit.collect.sim import SimConfig, SimServer
-from toolkit.collect.sim_models import BAD_JSON_KINDS, LISTED_MODELS
+from toolkit.sim import SimConfig, SimServer
+from toolkit.sim.models import BAD_JSON_KINDS, LISTED_MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 

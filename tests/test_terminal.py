@@ -11,7 +11,7 @@ import pytest
 
 from tests.collect_support import bedside
 from toolkit.collect.demo import run_demo
-from toolkit.collect.sim import SimConfig, SimServer
+from toolkit.sim import SimConfig, SimServer
 
 BOX = "┏┃┡│└"
 

@@ -9,9 +9,6 @@ from types import FrameType
 
 import click
 
-from toolkit.collect.sim import SimConfig, SimServer
-from toolkit.collect.sim_models import LISTED_MODELS
-
 _RATE = click.FloatRange(0.0, 1.0)
 
 
@@ -43,6 +40,10 @@ def serve(host: str, port: int, latency_ms: float, rate_429: float, rate_5xx: fl
           rate_timeout: float, timeout_hold_s: float, retry_after_s: float, seed: int,
           datasets: tuple[str, ...], api_key_env: str | None) -> None:
     """Serve until Ctrl-C; the first stdout line is the base URL (http://HOST:PORT/v1)."""
+    from toolkit.sim.config import SimConfig
+    from toolkit.sim.models import LISTED_MODELS
+    from toolkit.sim.server import SimServer  # the web stack, only when serving
+
     api_key = None
     if api_key_env is not None:
         api_key = os.environ.get(api_key_env)

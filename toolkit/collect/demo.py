@@ -19,7 +19,7 @@ from toolkit.collect.plan import ensure_run, run_row
 from toolkit.collect.progress import ViewFactory
 from toolkit.collect.runner import CollectJob, RunReport, collect
 from toolkit.collect.settings import DEFAULT_CONCURRENCY, CollectSettings, Endpoint
-from toolkit.collect.sim import SimConfig, SimServer
+from toolkit.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
 from toolkit.store import Store, StoreError, default_store_path
 from toolkit.summary import summarize

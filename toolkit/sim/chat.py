@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from aiohttp import web
 
-from toolkit.collect import sim_models as models
-from toolkit.collect.sim_stats import SimStats
+from toolkit.sim import models
+from toolkit.sim.stats import SimStats
 
 if TYPE_CHECKING:
-    from toolkit.collect.sim import SimConfig
+    from toolkit.sim.config import SimConfig
 
 PROVIDER: web.AppKey[SimProvider] = web.AppKey("provider")
 _RESPONSE_FORMATS = frozenset({"text", "json_object", "json_schema"})

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from toolkit.collect.sim_chat import PROVIDER, ChatError, SimProvider, json_reply, read_json
+from toolkit.sim.chat import PROVIDER, ChatError, SimProvider, json_reply, read_json
 
 BATCH_ENDPOINT = "/v1/chat/completions"
 _ACTIVE = ("validating", "in_progress", "finalizing")
