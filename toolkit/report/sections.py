@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from statistics import NormalDist
-
 import polars as pl
 
 from toolkit.analysis.harms import BOTH
@@ -12,17 +10,13 @@ from toolkit.report.model import (Cell, Table, case_anchor, interval, missing, n
                                   signed)
 
 ALPHA = 0.05
-# Minimum detectable difference at 80% power, two-sided 5%, for a normal estimate with standard error se.
-MDD_FACTOR = NormalDist().inv_cdf(1 - ALPHA / 2) + NormalDist().inv_cdf(0.8)
 
 
 def with_mdd(pairs: pl.DataFrame) -> pl.DataFrame:
-    """The pairwise rows with ``mdd80``: the analysis's own column when it has one, else derived from the
-    interval's width (SE = width / 3.92), which the method notes say."""
-    if "mdd80" in pairs.columns:
-        return pairs
-    se = (pl.col("ci_high") - pl.col("ci_low")) / (2 * NormalDist().inv_cdf(1 - ALPHA / 2))
-    return pairs.with_columns(mdd80=se * MDD_FACTOR)
+    """The pairwise rows; ``mdd80`` (detectable difference at 80% power) comes from the analysis itself."""
+    if "mdd80" not in pairs.columns:
+        raise ValueError("report: the pairwise frame has no mdd80 column (toolkit.analysis too old)")
+    return pairs
 
 
 def run_cell(run_id: str, anchors: dict[str, str]) -> Cell:

@@ -30,7 +30,8 @@ def summary(a: Analyses) -> list[str]:
     lines = []
     top = board.row(0, named=True)
     judges = sorted({j for j in board["judge_model"].to_list() if j})
-    lines.append(f"{board.height} run(s) compared on {int(board['completed'].max())} cases at most, scored by "
+    runs = f"{board.height} runs" if board.height != 1 else "1 run"
+    lines.append(f"{runs} compared on up to {int(board['completed'].max())} cases each, scored by "
                  f"{', '.join(judges) or 'no judge'}.")
     lines.append(f"{top['run_id']} ranks first with {interval(top['overall'], top['ci_low'], top['ci_high'])}; "
                  f"it ranks first in {pct(top['share_first'])} of resamples.")
@@ -63,20 +64,23 @@ def method_notes(a: Analyses, samples: int, seed: int) -> list[str]:
     notes = [
         "Scores: each case's rubric score (points rubric, or weighted F1 on the two safety benchmarks) averaged over "
         "the selected judge passes; a run's overall score is the macro mean of its benchmark means.",
-        f"Two kinds of interval appear, and they differ on purpose. The reproducibility table's \"reference "
-        f"interval (summary)\" is the reference runner's bootstrap reproduced bit for bit (`bedside summary`: "
-        f"Mersenne-Twister draws per benchmark, {samples} samples, seed {seed}, dataset order for collected runs and "
-        "completion order for imported ones): it is the number a published BedsideBench result would show. Every "
-        f"other interval in this report is the paired analysis's (`bedside compare`): {samples} stratified "
-        f"resamples from numpy's seeded generator (seed {seed}) drawn once and shared by every run, pair and rank, "
-        "so differences and ranks are computed on the same resampled cases. The two use different random draws, so "
-        "their bounds differ by Monte-Carlo noise (typically in the third decimal); neither is more correct.",
-        "Pairwise differences are paired on the cases both runs completed. p-values are two-sided and agree with "
-        "the 95% interval; Holm (family-wise) and Benjamini-Hochberg (false discovery rate) adjust over the rows "
-        "of the pairwise table shown. \"Cannot be told apart\" means the Holm-adjusted p is 0.05 or more; it is not "
-        "evidence that the runs are equal.",
-        "Detectable (80% power): the smallest true difference that this pair's case count and case-level spread "
-        "would detect at two-sided 5% with 80% probability; a difference below it can go unseen.",
+        f"Two kinds of interval for a run's score appear, and they differ on purpose. The reproducibility "
+        f"table's \"reference interval (summary)\" is the reference runner's bootstrap reproduced bit for bit "
+        f"(`bedside summary`: its Mersenne-Twister draws per benchmark, {samples} samples, seed {seed}, dataset "
+        "order for collected runs and completion order for imported ones): the number a published BedsideBench "
+        "result shows. The leaderboard, benchmark and rank intervals are the paired analysis's (`bedside "
+        f"compare`): {samples} stratified resamples from numpy's seeded generator (seed {seed}) drawn once and "
+        "shared by every run, so all runs and ranks are judged on the same resampled cases. The two draw "
+        "different random resamples, so their bounds differ by Monte-Carlo noise (usually in the third decimal); "
+        "neither is more correct.",
+        "Pairwise differences are paired on the cases both runs completed: a Student-t test on the case "
+        "differences, stratified by benchmark (Welch-Satterthwaite degrees of freedom), whose interval and p-value "
+        "come from the same t, so the 95% interval excludes 0 exactly when p < 0.05. Holm (family-wise error) and "
+        "Benjamini-Hochberg (false discovery rate) adjust over the rows of the pairwise table shown. \"Cannot be "
+        "told apart\" means the Holm-adjusted p is 0.05 or more; it is not evidence that the runs are equal.",
+        "Detectable (80% power): the smallest true difference a two-sided 5% test on these common cases would "
+        "detect with 80% probability, taking the observed standard error as the true one; a smaller difference "
+        "can go unseen.",
         "Rank intervals: each run's rank in every resample (ties share the better rank); the 2.5-97.5% range "
         "and the share of resamples where it ranks first.",
     ]
@@ -85,17 +89,16 @@ def method_notes(a: Analyses, samples: int, seed: int) -> list[str]:
                      "discrimination = correlation across runs between matching the item and the run's overall "
                      "score (needs 3 runs).")
     if a.harm is not None:
-        counts = {m: int(v) for m, v in a.harm.filter(pl.col("scope") == BOTH).group_by("metric").agg(
-            pl.col("n_cases").max()).iter_rows()}
+        pooled = a.harm.filter(pl.col("scope") == BOTH)
+        size = "denominator" if "denominator" in pooled.columns else "n_cases"
+        counts = {m: int(v) for m, v in pooled.group_by("metric").agg(pl.col(size).max()).iter_rows()}
         both = counts.get("f1", 0)
+        omit, commit = counts.get("severe_omission_case_rate", both), counts.get("severe_commission_case_rate", both)
         notes.append(
-            "Harms (safety benchmarks only): severe omission = a +3 item missed, severe commission = a -3 item "
-            f"endorsed. Case rates are over {counts.get('severe_omission_case_rate', both)} cases for omissions and "
-            f"{counts.get('severe_commission_case_rate', both)} for commissions (of {both} safety cases per run at "
-            "most)" + (": cases without a +3 (or -3) item cannot have the event and are left out." if
-                      counts.get("severe_omission_case_rate", both) < both or
-                      counts.get("severe_commission_case_rate", both) < both else ".") +
-            " Precision and recall are weighted by severity class.")
+            "Harms (safety benchmarks only): a severe omission is a missed +3 item, a severe commission an endorsed "
+            f"-3 item. Their case rates are over the cases that can have the event: {omit} of the {both} safety "
+            f"cases have a +3 item and {commit} a -3 item (most per run); \"either\" is the protocol's severe rate "
+            "over every safety case. Precision and recall are weighted by severity class.")
     return notes
 
 
