@@ -259,7 +259,9 @@ def test_harm_figures_without_intervals(data) -> None:
 def test_judge_agreement_per_benchmark(data) -> None:
     agreement = judge_agreement(data, AgreementOptions(resamples=FAST))
     frame = figures.judge_agreement_data(agreement)
-    assert frame.height == agreement.scores.height
+    columns = ["run_id", "rater_a", "rater_b", "benchmark", "n_cases", "delta", "ci_low", "ci_high", "p_holm"]
+    key = ["run_id", "rater_a", "rater_b", "benchmark"]
+    assert_frame_equal(frame.select(columns).sort(key), agreement.scores.select(columns).sort(key))
     assert frame["series"].n_unique() == 2  # r0: pass 1 vs 2; r1: judge-x vs judge-y
     assert frame["significant"].to_list() == (frame["p_holm"] < 0.05).fill_null(False).to_list()
     fig = figures.judge_agreement(agreement)
