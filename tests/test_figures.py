@@ -285,7 +285,8 @@ def test_length_bias_and_cost_use_the_scored_answer(data, cases) -> None:
     assert single["run_rho"][0] == pytest.approx(stats.spearmanr(single["length"], single["score"]).statistic)
     constant = dataclasses.replace(data, answers=data.answers.with_columns(answer=pl.lit("same length")))
     assert figures.length_bias_data(constant, cases)["run_rho"].is_null().all()
-    figures.length_bias(constant, cases)
+    with pytest.raises(ValueError, match="length_bias: answer length or score never varies"):
+        figures.length_bias(constant, cases)
     costs = figures.cost_data(data, cases)
     assert costs["run_id"].to_list() == ["r3", "r2", "r1", "r0"]  # best first
     assert costs.filter(pl.col("run_id") == "r0")["median_latency_s"][0] == pytest.approx(1.5)

@@ -158,9 +158,13 @@ def length_bias(data: RunData, cases: pl.DataFrame) -> Figure:
     """Case score against answer length (left) and each run's within-benchmark rank correlation (right).
 
     A positive correlation in most runs suggests the judge rewards length; it is an association,
-    not proof (longer answers may also cover more items). Raises ValueError when no length exists.
+    not proof (longer answers may also cover more items). Raises ValueError when no length exists or
+    lengths never vary.
     """
     frame = length_bias_data(data, cases)
+    if frame["run_rho"].is_null().all():
+        raise ValueError("length_bias: answer length or score never varies within a benchmark of any run "
+                         "(e.g. simulated answers of one fixed text): nothing to relate")
     runs = frame["run_id"].unique(maintain_order=True).to_list()
     labels = short_labels(runs)
     colours = _run_colours(runs)
