@@ -122,7 +122,12 @@ def test_hostile_text_is_inert_in_markdown(report):
     assert "window.__pwned" in text  # the payload is shown (escaped or fenced), not dropped
     assert "&lt;img src=x" in outside
     assert f"{SCRIPT} then {IMG}" in text  # inside a fence, verbatim
-    assert "![" in text and "](figures/leaderboard.png)" in text
+    assert "![" in text and "](figures/leaderboard.png)" in text and "`tables/figure_leaderboard.csv`" in text
+    # tables are GitHub tables: a header row, then its separator on the next line, one row per line
+    lines = text.splitlines()
+    separators = [i for i, line in enumerate(lines) if line.startswith("|---|")]
+    assert len(separators) >= 8 and all(lines[i - 1].startswith("| ") for i in separators)
+    assert sum(line.startswith("| alpha |") for line in lines) >= 2
 
 
 def test_markdown_helpers():

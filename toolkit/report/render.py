@@ -52,6 +52,13 @@ def html_in_md(value: object) -> MdSafe:
     return MdSafe(re.sub(r"\s*[\r\n]+\s*", " ", html.escape(str(value))))
 
 
+def _key(value: str) -> MdSafe:
+    """A file or anchor key of our own (``figure_leaderboard``): shown as is, never escaped."""
+    if not re.fullmatch(r"[a-z0-9_-]+", value):
+        raise ValueError(f"report: not a plain key: {value!r}")
+    return MdSafe(value)
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
@@ -59,12 +66,13 @@ def _b64(data: bytes) -> str:
 def _env(autoescape: bool) -> Environment:
     env = Environment(loader=PackageLoader("toolkit.report", "templates"), undefined=StrictUndefined,
                       autoescape=select_autoescape(["html.j2"]) if autoescape else False,
-                      keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True,
+                      keep_trailing_newline=True, trim_blocks=autoescape, lstrip_blocks=autoescape,
                       finalize=None if autoescape else md_finalize)
     env.filters["b64"] = _b64
     env.filters["case_anchor"] = case_anchor
     env.filters["fence"] = fence
     env.filters["h"] = html_in_md
+    env.filters["key"] = _key
     env.filters["mark_symbol"] = lambda m: MdSafe(_MARKS.get(m, m))
     return env
 

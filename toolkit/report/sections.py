@@ -76,7 +76,7 @@ def benchmarks_table(a: Analyses, anchors: dict[str, str]) -> Table:
             row.append(Cell("–", kind="num muted") if c is None else Cell(
                 num(c["mean"]), kind="num", title=f"95% CI {num(c['ci_low'])}–{num(c['ci_high'])}, n={c['n']}"))
         body.append(row)
-    return Table("benchmarks", "Mean per benchmark (hover a cell for its 95% interval; the CSV has them all)",
+    return Table("benchmarks", "Mean per benchmark (95% intervals: in the heatmap, the CSV, and on hover)",
                  ["benchmark", "cases"] + runs, body, frame)
 
 
