@@ -207,10 +207,13 @@ def test_harms_cli(tmp_path: Path, capsys) -> None:
     assert main(["harms", "--all", "--store", str(store.root), "--samples", "300", "--format", "csv"]) == 0
     frame = pl.read_csv(capsys.readouterr().out.encode())
     assert frame.height == 2 * 3 * 11
-    assert set(frame.columns) >= {"run_id", "scope", "metric", "value", "ci_low", "ci_high", "n_cases"}
+    assert set(frame.columns) >= {"run_id", "scope", "metric", "value", "ci_low", "ci_high", "n_cases", "denominator"}
+    rates = frame.filter(pl.col("metric").str.ends_with("case_rate"))
+    assert (rates["denominator"] == rates["n_cases"]).all()  # a case rate divides by its eligible cases
     assert main(["harms", "--all", "--store", str(store.root), "--samples", "300"]) == 0
     table = capsys.readouterr().out
     assert "harms" in table and "safety_the" in table
+    assert "cases with at least one +3 (-3) item" in " ".join(table.split())  # the denominator note
     only_points = Store.open(tmp_path / "points")
     write_rows(only_points, dataset, "p", rule_decisions(dataset, "p", pl.col("points") > 0,
                                                           benchmarks=("drug_safety",)))
