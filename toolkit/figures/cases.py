@@ -98,8 +98,9 @@ def score_distributions(cases: pl.DataFrame) -> Figure:
             ax.grid(True)
         for ax in axes[len(benchmarks):]:
             ax.set_axis_off()
-        for ax in axes[:len(benchmarks)]:
-            if ax.get_subplotspec().is_last_row() or ax is axes[len(benchmarks) - 1]:
+        for k, ax in enumerate(axes[:len(benchmarks)]):
+            if k + columns >= len(benchmarks):  # nothing drawn below: this panel shows the x axis
+                ax.xaxis.set_tick_params(labelbottom=True)
                 ax.set_xlabel("case score")
             if ax.get_subplotspec().is_first_col():
                 ax.set_ylabel("share of cases ≤ score")
@@ -108,7 +109,7 @@ def score_distributions(cases: pl.DataFrame) -> Figure:
             title += f"; {dropped} unscored case(s) left out"
         fig.suptitle(title)
         if len(runs) <= LEGEND_RUNS:
-            fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=min(len(runs), 4))
+            fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=min(len(runs), 6))
         else:
             _rank_bar(fig, axes.tolist(), runs)
     return fig
