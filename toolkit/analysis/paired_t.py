@@ -53,7 +53,7 @@ from toolkit.analysis.paired import TIE
 from toolkit.protocol import CI_HIGH
 
 POWER = 0.80  # the power mdd80 is stated at
-LEVEL = 2 * (1 - CI_HIGH)  # two-sided test level matching the 95% interval (0.05)
+LEVEL = round(2 * (1 - CI_HIGH), 12)  # two-sided test level matching the 95% interval: 0.05
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,7 +110,7 @@ def paired_t(differences: np.ndarray, strata: Sequence[slice] | None = None) -> 
         from scipy import special  # imported here: a command that prints no pair never pays for it
 
         r_df, r_se, r_delta = df[regular], se[regular], delta[regular]
-        critical = special.stdtrit(r_df, 1 - LEVEL / 2)
+        critical = special.stdtrit(r_df, CI_HIGH)
         out["se"][regular], out["df"][regular] = r_se, r_df
         out["p_value"][regular] = np.minimum(1.0, 2 * special.stdtr(r_df, -np.abs(r_delta) / r_se))
         out["ci_low"][regular] = r_delta - critical * r_se
