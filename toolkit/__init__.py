@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "Store": "toolkit.store",
     "StoreError": "toolkit.store",
     "connect": "toolkit.sql",
+    "query": "toolkit.sql",
     # scoring and summaries
     "pass_scores": "toolkit.scoring",
     "case_scores": "toolkit.scoring",

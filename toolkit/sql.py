@@ -69,8 +69,9 @@ def connect(store: Store, derived: tuple[str, ...] = DERIVED, options: SummaryOp
             con.register(name, frames[name].to_arrow())
     if read_only:
         con.execute(f"SET allowed_paths = [{', '.join(_literal(f) for f in allowed)}]")
-        con.execute("SET enable_external_access = false")
-        con.execute("SET python_enable_replacements = false")
+        for setting in ("enable_external_access", "python_enable_replacements", "autoinstall_known_extensions",
+                        "autoload_known_extensions", "allow_community_extensions"):
+            con.execute(f"SET {setting} = false")
         con.execute("SET lock_configuration = true")
     return con
 
