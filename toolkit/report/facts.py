@@ -91,7 +91,9 @@ def run_rows(analyses: Analyses, selection: JudgeSelection) -> pl.DataFrame:
         schema={"run_id": pl.String, "reference_overall": pl.Float64, "reference_ci_low": pl.Float64,
                 "reference_ci_high": pl.Float64})
     created = data.runs.select("run_id", pl.col("created_at").str.slice(0, 10).alias("created"))
-    out = facts
+    order = {r: i for i, r in enumerate(analyses.cmp.leaderboard["run_id"].to_list())}
+    out = facts.sort(pl.col("run_id").replace_strict(order, default=len(order), return_dtype=pl.Int64),
+                     maintain_order=True)
     for extra in (judges, answer_t, judge_t, dates, created, board, reference):
         out = out.join(extra, on="run_id", how="left", maintain_order="left")
     return out.with_columns(pl.col(pl.Float64).fill_nan(None)).select(

@@ -150,7 +150,8 @@ def judge_tables(a: Analyses) -> list[Table]:
     body = [[Cell(str(r["run_id"]))] + [Cell(num(v) if isinstance(v, float) else ("–" if v is None else str(v)),
                                              kind="num" if isinstance(v, (int, float)) else "") for v in
                                         (r[c] for c in cols)] for r in summary.iter_rows(named=True)]
-    tables = [Table("judges", "Agreement between judge passes / judges, per run", ["run"] + cols, body, summary)]
+    tables = [Table("judges", "Agreement between judge passes / judges, per run",
+                    ["run"] + [c.replace("_", " ") for c in cols], body, summary)]
     scores = a.agreement.scores.filter(pl.col("benchmark") == "overall")
     body = [[Cell(r["run_id"]), Cell(r["rater_a"]), Cell(r["rater_b"]),
              Cell(interval(r["delta"], r["ci_low"], r["ci_high"], sign=True), kind="num"),
