@@ -1,0 +1,1 @@
+"""Jinja2 templates and the stylesheet of the report (package data)."""
