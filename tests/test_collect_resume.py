@@ -13,9 +13,10 @@ from pathlib import Path
 import polars as pl
 
 from tests.collect_support import bedside
-from toolkit.collect.sim import SimConfig, SimServer
+from toolkit.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
 from toolkit.collect.api import plan_evaluation
+from toolkit.journal import pending_rows
 from toolkit.store import Store
 from toolkit.summary import summarize
 from toolkit.tables import TABLES
@@ -53,20 +54,11 @@ def assert_complete(store: Store, n: int) -> None:
 def stored_successes(store: Store) -> tuple[int, int]:
     """Successful answers and judgments a killed run left, in Parquet and in its journal, read without
     recovering anything (the resumed process must do the recovery itself). A journal whose rows of a
-    table were already written as a part tagged with its name is not counted twice."""
+    table were already committed under its name (its write id) is not counted twice."""
     ok = {t: store.read(t, [RUN]).filter(pl.col("error").is_null()).height for t in ("answers", "judgments")}
-    folder = store.root / "journal" / "sim%2Fstrong"
-    for path in folder.glob("*.jsonl"):
-        for raw in path.read_bytes().splitlines():
-            try:
-                records = json.loads(raw)
-            except ValueError:
-                continue  # the torn tail of the killed writer
-            for record in records:
-                table = record["t"]
-                written = list((store.root / table / "sim%2Fstrong").glob(f"*-{path.stem}.parquet"))
-                if table in ok and record["r"].get("error") is None and not written:
-                    ok[table] += 1
+    for table, rows in pending_rows(store, RUN).items():  # journal rows not committed yet
+        if table in ok:
+            ok[table] += sum(1 for r in rows if r.get("error") is None)
     return ok["answers"], ok["judgments"]
 
 
@@ -155,7 +147,7 @@ def test_a_second_writer_on_the_same_run_is_refused(tmp_path: Path) -> None:
         code, _, err = bedside("run", "--answer-model", RUN, "--judge-model", "sim/judge", "--base-url",
                                sim.base_url, "--store", store.root, "--limit", "1", "--progress", "none")
         received = sim.stats()["chat_completions"]["received"]
-    assert code == 1 and "being written by another process" in err and received == 0
+    assert code == 1 and "is being written by" in err and received == 0
 
 
 def test_resume_refuses_another_model_or_dataset(tmp_path: Path) -> None:

@@ -232,3 +232,37 @@ def test_schema_docs_are_generated_from_the_definitions() -> None:
 
     doc = (Path(__file__).resolve().parents[1] / "schemas" / "tables.md").read_text()
     assert doc == markdown() + "\n", "run: python -m toolkit.tables"
+
+
+@pytest.mark.parametrize("where,crash_at", [("overwrite", 1), ("overwrite", 2), ("overwrite", 3), ("delete", 1)])
+def test_a_crash_at_any_commit_of_a_replace_leaves_the_old_run_or_the_new_one(store: Store, monkeypatch, where: str,
+                                                                               crash_at: int) -> None:
+    from toolkit.store import delta
+
+    _new_run(store, "r")
+    store.commit_run("r", {"answers": [_answer("r", "old", 0)], "decisions": []})
+    store.commit_run("r", {"judgments": [{"run_id": "r", "case_id": "old", "judge_model": "j", "judge_pass": 1,
+                                          "attempt": 1, "seq": 1}]})
+    real, calls = getattr(delta, where), []
+
+    def dying(*args, **kwargs):  # the process dies at the crash_at-th commit of this kind
+        calls.append(args)
+        if len(calls) == crash_at:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(delta, where, dying)
+    new = {"answers": [_answer("r", "new", 0)],
+           "judgments": [{"run_id": "r", "case_id": "new", "judge_model": "j", "judge_pass": 1, "attempt": 1,
+                          "seq": 1}]}
+    with pytest.raises(KeyboardInterrupt):
+        store.commit_run("r", new, _run_row("r"), replace=True)
+    monkeypatch.setattr(delta, where, real)
+    state = {t: store.read(t)["case_id"].to_list() for t in ("answers", "judgments")}
+    # data commits (1, 2) and the runs commit (3) are all-or-nothing; a death in the sweep after it keeps the new run
+    expected = "new" if where == "delete" else "old"
+    assert state == {"answers": [expected], "judgments": [expected]}  # never a mix, never empty
+    store.commit_run("r", new, _run_row("r"), replace=True)  # the next writer sweeps what the dead one left
+    assert {t: store.read(t)["case_id"].to_list() for t in ("answers", "judgments")} == {
+        "answers": ["new"], "judgments": ["new"]}
+    assert store.read("runs").height == 1

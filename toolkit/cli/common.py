@@ -153,7 +153,10 @@ def selected_runs(store: Store, runs: tuple[str, ...], all_runs: bool) -> list[s
             from toolkit.store import StoreError
 
             raise StoreError(no_runs_message(store))
-        return ids
+        damaged = store.damaged(ids)  # a truncated file costs its run, not the whole store: one line each
+        for run_id, problem in damaged.items():
+            click.echo(f"bedside: warning: run {run_id!r} left out: {problem}", err=True)
+        return [i for i in ids if i not in damaged] or ids
     if not runs:
         raise click.UsageError("choose runs with --run ID (repeatable) or --all")
     return list(dict.fromkeys(runs))  # a run given twice is one run (first occurrence order)
