@@ -12,7 +12,6 @@ import polars as pl
 
 from toolkit.analysis import run_facts
 from toolkit.dataset import DatasetError, default_dataset_path, load_dataset
-from toolkit.protocol import PROTOCOL_VERSION
 from toolkit.report.analyses import Analyses
 from toolkit.selection import JudgeSelection
 from toolkit.store import Store
@@ -124,5 +123,3 @@ def regenerate_command(run_ids: list[str] | None, store: Store, baseline: str | 
     words += ["--samples", str(samples), "--seed", str(seed), "--store", str(Path(store.root).resolve())]
     return shlex.join(words)
 
-
-PROTOCOL = PROTOCOL_VERSION

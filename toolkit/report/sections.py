@@ -6,8 +6,7 @@ import polars as pl
 
 from toolkit.analysis.harms import BOTH
 from toolkit.report.analyses import Analyses
-from toolkit.report.model import (Cell, Table, case_anchor, interval, missing, num, number, p_text, pct, plain,
-                                  signed)
+from toolkit.report.model import Cell, Table, case_anchor, interval, missing, num, number, p_text, pct, plain
 
 ALPHA = 0.05
 
@@ -177,6 +176,3 @@ def cases_table(a: Analyses, anchors: dict[str, str]) -> Table:
     return Table("cases", "Every case: score per run (blank: not completed)", ["case", "benchmark", "prompt"] + runs,
                  body, wide.select("benchmark", "case_id", *[r for r in runs if r in wide.columns]))
 
-
-__all__ = ["ALPHA", "with_mdd", "runs_table", "leaderboard_table", "benchmarks_table", "pairwise_table",
-           "items_tables", "harms_table", "judge_tables", "cases_table", "signed"]

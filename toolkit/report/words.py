@@ -6,7 +6,7 @@ import polars as pl
 
 from toolkit.analysis.harms import BOTH
 from toolkit.report.analyses import Analyses
-from toolkit.report.model import interval, missing, num, p_text, pct, signed
+from toolkit.report.model import interval, missing, num, p_text, pct
 from toolkit.report.sections import ALPHA, with_mdd
 
 
@@ -120,7 +120,3 @@ def warnings(a: Analyses) -> list[str]:
     if a.agreement is not None:
         out += a.agreement.notes
     return list(dict.fromkeys(out))
-
-
-def delta_text(value: float | None) -> str:
-    return signed(value)
