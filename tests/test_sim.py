@@ -17,11 +17,14 @@ from typing import Any, Iterator
 import openai
 import pytest
 
+from tests.collect_support import bedside
 from toolkit import protocol
+from toolkit.dataset import item_id_for, load_dataset
 from toolkit.sim import SimConfig, SimServer
 from toolkit.sim.models import BAD_JSON_KINDS, LISTED_MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
+PROMPT = load_dataset(None).raw_cases[0]["prompt"]  # a case the default (sample) provider knows
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +78,8 @@ def test_answers_are_deterministic_per_seed_model_and_prompt(sim: SimServer, sam
     with SimServer(SimConfig(seed=7)) as twin, SimServer(SimConfig(seed=8)) as other:
         assert ask(client(twin), "sim/medium", prompt) == first
         assert ask(client(other), "sim/medium", prompt) != first
-    generic = ask(c, "sim/strong", "What is the capital of France?")
-    assert generic and "\n-" not in generic
+    with pytest.raises(openai.UnprocessableEntityError):  # a prompt outside the dataset: refused, not made up
+        ask(c, "sim/strong", "What is the capital of France?")
 
 
 def test_usage_and_length_limit(sim: SimServer, sample_dataset) -> None:
@@ -148,9 +151,9 @@ def test_auth_errors_never_echo_the_key(sample_dataset) -> None:
         status, body = raw(server, "/v1/chat/completions", {"model": "sim/strong", "messages": [{"role": "user", "content": "x"}]})
         assert status == 401 and body["error"]["code"] == "missing_api_key"
         with pytest.raises(openai.AuthenticationError) as caught:
-            ask(client(server, api_key="wrong-key-123"), "sim/strong", "x")
+            ask(client(server, api_key="wrong-key-123"), "sim/strong", PROMPT)
         assert caught.value.status_code == 401 and "wrong-key-123" not in caught.value.response.text
-        assert ask(client(server, api_key="right-key"), "sim/strong", "x")
+        assert ask(client(server, api_key="right-key"), "sim/strong", PROMPT)
         with pytest.raises(openai.AuthenticationError):
             client(server, api_key="wrong-key-123").models.list()
         assert server.stats()["chat_completions"]["faults"]["auth"] == 2
@@ -160,26 +163,26 @@ def test_unknown_model_bad_body_and_temperature_rejection(sim: SimServer) -> Non
     c = client(sim)
     for name in ("gpt-4o", "sim/skill-1.5", "sim/unknown"):
         with pytest.raises(openai.NotFoundError) as caught:
-            ask(c, name, "x")
+            ask(c, name, PROMPT)
         assert caught.value.code == "model_not_found"
     status, body = raw(sim, "/v1/chat/completions", {"model": "sim/strong"}, {"Authorization": "Bearer k"})
     assert status == 400 and "messages" in body["error"]["message"]
     with pytest.raises(openai.BadRequestError) as caught:
-        ask(c, "sim/strong-notemp", "x", temperature=1)
+        ask(c, "sim/strong-notemp", PROMPT, temperature=1)
     assert "temperature" in caught.value.message and caught.value.code == "unsupported_value"
-    assert ask(c, "sim/skill-0.35-notemp", "x")  # the fallback: the same call without temperature
+    assert ask(c, "sim/skill-0.35-notemp", PROMPT)  # the fallback: the same call without temperature
     assert {m.id for m in c.models.list().data} == set(LISTED_MODELS)
 
 
 def test_rate_limit_reply_carries_retry_after_and_sdk_honours_it(sample_dataset) -> None:
     with SimServer(SimConfig(rate_429=1.0, retry_after_s=0.05)) as server:
         with pytest.raises(openai.RateLimitError) as caught:
-            ask(client(server), "sim/strong", "x")
+            ask(client(server), "sim/strong", PROMPT)
         headers = caught.value.response.headers
         assert headers["Retry-After"] == "0.05" and headers["retry-after-ms"] == "50"
         started = time.monotonic()
         with pytest.raises(openai.RateLimitError):
-            ask(client(server, max_retries=2), "sim/strong", "x")
+            ask(client(server, max_retries=2), "sim/strong", PROMPT)
         assert time.monotonic() - started >= 0.1  # two waits of 0.05 s taken from the headers
         stats = server.stats()["chat_completions"]
         assert stats["received"] == 4 and stats["faults"]["429"] == 4 and stats["served_ok"] == 0
@@ -190,7 +193,7 @@ def test_server_errors_and_deterministic_fault_sequence(sample_dataset) -> None:
         codes, c = set(), client(server)
         for _ in range(20):
             with pytest.raises(openai.InternalServerError) as caught:
-                ask(c, "sim/judge", "x")
+                ask(c, "sim/judge", PROMPT)
             codes.add(caught.value.status_code)
             assert caught.value.body["type"] == "server_error"
         assert codes == {500, 502, 503}
@@ -200,7 +203,7 @@ def test_server_errors_and_deterministic_fault_sequence(sample_dataset) -> None:
             seen, c = [], client(server)
             for _ in range(30):
                 try:
-                    ask(c, "sim/weak", "x")
+                    ask(c, "sim/weak", PROMPT)
                     seen.append("ok")
                 except openai.APIStatusError as error:
                     seen.append(str(error.status_code))
@@ -254,12 +257,12 @@ def test_timeout_fault_holds_then_504_and_client_timeouts_do_not_block_shutdown(
     with SimServer(SimConfig(rate_timeout=1.0, timeout_hold_s=0.3)) as server:
         started = time.monotonic()
         with pytest.raises(openai.APIStatusError) as caught:
-            ask(client(server, timeout=5), "sim/strong", "x")
+            ask(client(server, timeout=5), "sim/strong", PROMPT)
         assert caught.value.status_code == 504 and time.monotonic() - started >= 0.3
     server = SimServer(SimConfig(rate_timeout=1.0, timeout_hold_s=30)).start()
     started = time.monotonic()
     with pytest.raises(openai.APITimeoutError):
-        ask(client(server, timeout=0.2), "sim/strong", "x")
+        ask(client(server, timeout=0.2), "sim/strong", PROMPT)
     server.stop()
     assert time.monotonic() - started < 5
     assert server.stats()["chat_completions"]["faults"]["timeout"] == 1
@@ -268,20 +271,20 @@ def test_timeout_fault_holds_then_504_and_client_timeouts_do_not_block_shutdown(
 def test_latency_is_added(sample_dataset) -> None:
     with SimServer(SimConfig(latency_ms=150)) as server:
         started = time.monotonic()
-        ask(client(server), "sim/weak", "x")
+        ask(client(server), "sim/weak", PROMPT)
         assert time.monotonic() - started >= 0.15
 
 
 def test_stats_count_paid_calls_and_duplicates(sample_dataset) -> None:
     with SimServer() as server:
         c = client(server)
-        ask(c, "sim/strong", "same prompt")
-        ask(c, "sim/strong", "same prompt")
-        ask(c, "sim/weak", "same prompt")
+        ask(c, "sim/strong", PROMPT)
+        ask(c, "sim/strong", PROMPT)
+        ask(c, "sim/weak", PROMPT)
         with pytest.raises(openai.NotFoundError):
-            ask(c, "sim/nope", "x")
+            ask(c, "sim/nope", PROMPT)
         with pytest.raises(openai.BadRequestError):
-            ask(c, "sim/weak-notemp", "x", temperature=1)
+            ask(c, "sim/weak-notemp", PROMPT, temperature=1)
         status, stats = raw(server, "/stats")
         chat = stats["chat_completions"]
         assert status == 200 and stats == server.stats()
@@ -290,7 +293,7 @@ def test_stats_count_paid_calls_and_duplicates(sample_dataset) -> None:
         assert chat["by_model"]["sim/weak-notemp"] == {"received": 1, "served_ok": 0}
         assert chat["faults"]["not_found"] == 1 and chat["faults"]["temperature_rejected"] == 1
         assert raw(server, "/stats/reset", {})[1]["chat_completions"]["received"] == 0
-        ask(c, "sim/strong", "same prompt")
+        ask(c, "sim/strong", PROMPT)
         assert server.stats()["chat_completions"]["duplicates_ok"] == 0  # reset forgets fingerprints too
         server.reset_stats()
         assert server.stats()["chat_completions"]["served_ok"] == 0
@@ -386,3 +389,45 @@ def test_cli_serve_prints_url_and_serves_until_terminated() -> None:
     refused = subprocess.run([sys.executable, "-m", "toolkit", "sim", "serve", "--host", "0.0.0.0"],
                              cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert refused.returncode != 0 and "loopback" in refused.stderr and refused.stderr.count("\n") == 1
+
+
+def other_dataset(tmp_path: Path, sample_dataset) -> Path:
+    """A case file like the sample whose prompts the default provider has never seen."""
+    lines = []
+    for case in sample_dataset.raw_cases[:3]:
+        prompt = "Another dataset. " + case["prompt"]
+        items = [{**item, "item_id": item_id_for(prompt, i)} for i, item in enumerate(case["rubric_items"])]
+        lines.append(json.dumps({**case, "prompt": prompt, "rubric_items": items}))
+    path = tmp_path / "other.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_case_outside_the_served_dataset_is_refused_naming_dataset(tmp_path: Path, sample_dataset) -> None:
+    other = other_dataset(tmp_path, sample_dataset)
+    unknown = load_dataset(other).raw_cases[0]["prompt"]
+    with SimServer(SimConfig(rate_429=0.0)) as server:
+        c = client(server)
+        with pytest.raises(openai.UnprocessableEntityError) as caught:
+            ask(c, "sim/strong", unknown)
+        assert caught.value.status_code == 422 and caught.value.code == "case_not_in_dataset"
+        message = caught.value.body["message"]
+        assert "--dataset" in message and "the bundled sample" in message and sample_dataset.sha256[:12] in message
+        assert ask(c, "sim/strong", PROMPT)  # a known case is still answered
+        # the judge needs no dataset (the rubric comes with the request): it grades any case
+        assert judge(c, load_dataset(other).raw_cases[0], "an answer") is not None
+        # the collector stops at once with that one line instead of scoring every case 0
+        code, out, err = bedside("run", "--answer-model", "sim/strong", "--judge-model", "sim/judge",
+                                 "--base-url", server.base_url, "--dataset", other, "--store", tmp_path / "s",
+                                 "--progress", "none", "--concurrency", "2")
+        stats = server.stats()["chat_completions"]
+    assert code == 1, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bedside: error: ") and "HTTP 422 case_not_in_dataset" in err
+    assert "bedside sim serve --dataset PATH" in lines[0] and "the bundled sample" in lines[0]
+    assert stats["faults"]["unknown_case"] <= 1 + 2  # the direct call, then no more than the 2 in flight
+    with SimServer(SimConfig(datasets=(str(other),))) as server:  # served with --dataset, the same run works
+        code, out, err = bedside("run", "--answer-model", "sim/strong", "--judge-model", "sim/judge",
+                                 "--base-url", server.base_url, "--dataset", other, "--store", tmp_path / "s2",
+                                 "--progress", "none")
+    assert code == 0, err

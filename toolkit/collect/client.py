@@ -27,6 +27,9 @@ from toolkit.collect.reply import InvalidResponse, ReplyFields, clean_text, repl
 from toolkit.collect.settings import Endpoint, RetryPolicy
 
 MAX_RETRY_AFTER_S = 600.0
+# Error codes by which an endpoint says it cannot serve this evaluation at all (every other case would get
+# the same answer): the run stops with the provider's message instead of failing case after case.
+ENDPOINT_REFUSALS = frozenset({"case_not_in_dataset"})  # the simulated provider asked for a case it does not know
 T = TypeVar("T")
 
 
@@ -312,6 +315,11 @@ class ChatClient:
     def check_fatal(self, error: openai.APIStatusError, model: str) -> None:
         """EndpointFatal for 401/403/404 and an exhausted quota, naming the key's variable (never the key)."""
         status = error.status_code
+        if 400 <= status < 500 and error.code in ENDPOINT_REFUSALS:
+            said = error.body.get("message") if isinstance(error.body, dict) else None
+            detail = self.scrub(said if isinstance(said, str) else str(error.message))[:protocol.ERROR_TEXT_LIMIT]
+            raise EndpointFatal(f"{self.endpoint.base_url} refused {self.role} model {model!r} (HTTP {status} "
+                                f"{error.code}): {detail}")
         quota = status == 429 and "insufficient_quota" in (error.code, error.type)
         if status not in (401, 403, 404) and not quota:
             return

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 PROVIDER: web.AppKey[SimProvider] = web.AppKey("provider")
 _RESPONSE_FORMATS = frozenset({"text", "json_object", "json_schema"})
+UNKNOWN_CASE = "case_not_in_dataset"  # error code of a prompt outside the served dataset (the client stops on it)
 
 
 class ChatError(Exception):
@@ -114,6 +115,14 @@ class SimProvider:
             limit = body.get(key)
             if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
                 raise ChatError(400, f"'{key}' must be a positive integer.", param=key)
+        if not model.is_judge and self.index.get(models.last_user_text(messages)) is None:
+            # An answer model writes from the rubric of a known case: on any other prompt it could only say
+            # something generic that every judge scores 0, so it refuses instead. (The judge needs no
+            # dataset: the rubric comes with each judge request.)
+            raise ChatError(422, f"bedside sim: this case is not in the dataset this simulated provider serves, "
+                            f"{self.index.serving}; restart it with `bedside sim serve --dataset PATH` "
+                            "naming the dataset you evaluate", code=UNKNOWN_CASE, param="messages",
+                            fault="unknown_case")
         return model, messages
 
     # -- replies -------------------------------------------------------------

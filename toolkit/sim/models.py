@@ -72,14 +72,33 @@ def request_rng(seed: int, *parts: str) -> random.Random:
     return random.Random(int.from_bytes(digest[:16], "big"))
 
 
-def rubric_index(dataset_paths: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
-    """md5(prompt) -> rubric items, over every case of the given datasets (default: the sample)."""
+@dataclass(frozen=True)
+class RubricIndex:
+    """The rubrics the answer models know, by prompt, and a description of where they come from."""
+
+    rubrics: Mapping[str, list[dict[str, Any]]]  # prompt_key(prompt) -> rubric items
+    serving: str  # e.g. "data/sample (10 cases, sha256 1a2b3c4d5e6f)"
+
+    def get(self, prompt: str) -> list[dict[str, Any]] | None:
+        return self.rubrics.get(prompt_key(prompt))
+
+
+def prompt_key(prompt: str) -> str:
+    return hashlib.md5(prompt.encode()).hexdigest()
+
+
+def rubric_index(dataset_paths: Iterable[str]) -> RubricIndex:
+    """The rubric of every case of the given datasets (default: the bundled sample)."""
     paths = list(dataset_paths) or [None]
-    index: dict[str, list[dict[str, Any]]] = {}
+    rubrics: dict[str, list[dict[str, Any]]] = {}
+    described = []
     for path in paths:
-        for case in load_dataset(path).raw_cases:
-            index[hashlib.md5(case["prompt"].encode()).hexdigest()] = list(case["rubric_items"])
-    return index
+        dataset = load_dataset(path)
+        for case in dataset.raw_cases:
+            rubrics[prompt_key(case["prompt"])] = list(case["rubric_items"])
+        name = "the bundled sample" if path is None else str(dataset.source)
+        described.append(f"{name} ({len(dataset.raw_cases)} cases, sha256 {dataset.sha256[:12]})")
+    return RubricIndex(rubrics, "; ".join(described))
 
 
 def message_text(message: Mapping[str, Any]) -> str:
@@ -101,11 +120,13 @@ def last_user_text(messages: list[Mapping[str, Any]]) -> str:
 
 # -- answer model ----------------------------------------------------------
 
-def answer_text(model: SimModel, prompt: str, seed: int, index: Mapping[str, list[dict[str, Any]]]) -> str:
-    """Prose whose content follows the rubric of a known prompt with probabilities set by the skill."""
+def answer_text(model: SimModel, prompt: str, seed: int, index: RubricIndex) -> str:
+    """Prose whose content follows the rubric of a known prompt with probabilities set by the skill.
+
+    An unknown prompt gets generic prose (batch lines and direct callers check ``index`` first)."""
     assert model.skill is not None
     rng = request_rng(seed, model.base, prompt)
-    items = index.get(hashlib.md5(prompt.encode()).hexdigest())
+    items = index.get(prompt)
     if items is None:
         return _generic_answer(rng)
     skill = model.skill

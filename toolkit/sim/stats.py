@@ -13,7 +13,8 @@ import json
 import threading
 from typing import Any
 
-FAULT_KINDS = ("429", "5xx", "timeout", "bad_json", "temperature_rejected", "auth", "not_found", "bad_request")
+FAULT_KINDS = ("429", "5xx", "timeout", "bad_json", "temperature_rejected", "auth", "not_found", "bad_request",
+               "unknown_case")
 BATCH_COUNTERS = ("files_uploaded", "created", "completed", "failed", "cancelled",
                   "requests", "served_ok", "requests_failed", "duplicates_ok", "bad_json")
 
