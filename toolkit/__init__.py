@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     # store
     "Store": "toolkit.store",
     "StoreError": "toolkit.store",
+    "default_store_path": "toolkit.store",
     "connect": "toolkit.sql",
     "query": "toolkit.sql",
     # scoring and summaries

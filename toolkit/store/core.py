@@ -31,6 +31,7 @@ from toolkit.store.paths import StoreError, default_store_path, safe_segment
 from toolkit.tables import DATASET_TABLES, RUN_TABLES, TABLES, to_arrow
 
 _SNAPSHOT_TRIES = 8
+_RUNS: dict[tuple[str, int], pa.Table] = {}  # (runs table, version) -> its rows: a committed version never changes
 
 
 def _part(run_id: str) -> str:
@@ -80,20 +81,26 @@ class Store:
     def _snapshot(self) -> _Snapshot:
         self._check_layout()
         path = self._path("runs")
-        table = delta.load(path, version=self.pinned)
-        if table is None:
-            if self.pinned is not None:
-                raise StoreError(f"{self.root}: no store version {self.pinned} (the store has no runs)")
+        version = self.pinned if self.pinned is not None else delta.latest_version(path)
+        if version is None:
             return _Snapshot(None, delta.physical_schema("runs").empty_table(), None)
-        version = table.version()
-        files = [f for f, _, _ in delta.files_of(table, path, None, None)]
-        runs = delta.read_files(files, "runs", delta.physical_schema("runs").names)
+        key = (str(path), version)
+        if key not in _RUNS:
+            try:
+                actions = delta.actions_at(path, version)
+            except Exception as error:  # a version that was never written (or whose files were vacuumed)
+                if self.pinned is None:
+                    raise
+                raise StoreError(f"{self.root}: no store version {version} to read ({str(error)[:120]})") from None
+            files = [f for f, _, _ in delta.files_of(actions, path, None, None)]
+            if len(_RUNS) > 64:
+                _RUNS.clear()
+            _RUNS[key] = delta.read_files(files, "runs", delta.physical_schema("runs").names)
         as_of = delta.commit_time(path, version) if self.pinned is not None else None
-        return _Snapshot(version, runs, as_of)
+        return _Snapshot(version, _RUNS[key], as_of)
 
     def _latest_version(self) -> int | None:
-        table = delta.load(self._path("runs"))
-        return None if table is None else table.version()
+        return delta.latest_version(self._path("runs"))
 
     def version(self) -> int | None:
         """The store version this Store reads: the ``runs`` table's Delta version (None: nothing written)."""
@@ -103,7 +110,11 @@ class Store:
 
     def _data_files(self, snap: _Snapshot, table: str, keys: list[str] | None) -> list[tuple[Path, str, int]]:
         path = self._path(table)
-        loaded = delta.load(path, as_of=snap.as_of) if snap.as_of is not None else delta.load(path)
+        if snap.as_of is not None:
+            loaded = delta.load(path, as_of=snap.as_of)
+        else:
+            latest = delta.latest_version(path)
+            loaded = None if latest is None else delta.actions_at(path, latest)
         if loaded is None:
             return []
         if table in DATASET_TABLES:
@@ -117,7 +128,7 @@ class Store:
         or all), for readers such as DuckDB's ``read_parquet``. Run-table files also hold ``write_id``."""
         snap = self._snapshot()
         if table == "runs":
-            files = delta.files_of(delta.load(self._path("runs"), version=snap.version), self._path("runs"),
+            files = delta.files_of(delta.actions_at(self._path("runs"), snap.version), self._path("runs"),
                                    None, None) if snap.version is not None else []
             return [f for f, _, _ in files]
         return [f for f, _, _ in self._data_files(snap, table, None if key is None else [key])]
@@ -378,7 +389,20 @@ class Store:
                 self._sweep(run_id, set(live))
         self._compact_runs_table()
 
+    def _vacuum(self) -> None:
+        """Delete files no version within Delta's retention (7 days) names: never a file the current version,
+        or a reader of a recent one, needs. Every 25th version of a table, so its listing cost is spread."""
+        for table in (*DATA_TABLES, "runs"):
+            path = self._path(table)
+            latest = delta.latest_version(path)
+            if latest is not None and latest % 25 == 0:
+                try:
+                    delta.load(path).vacuum(dry_run=False)
+                except Exception:  # a concurrent commit, say: the next compaction will do it
+                    pass
+
     def _compact_runs_table(self) -> None:
+        self._vacuum()
         path = self._path("runs")
         loaded = delta.load(path)
         if loaded is None or len(delta.files_of(loaded, path, None, None)) <= 16:

@@ -10,6 +10,7 @@ Physical layout per table (``<store>/<table>/``): the columns of ``toolkit.table
 from __future__ import annotations
 
 import datetime as dt
+import os
 import random
 import time
 from pathlib import Path
@@ -105,6 +106,30 @@ def delete(path: Path, predicate: str) -> None:
         retry(lambda: DeltaTable(str(path)).delete(predicate), f"{path}: delete")
 
 
+def latest_version(path: Path) -> int | None:
+    """The table's newest version from its log's file names (one directory listing; None: no table). A commit
+    appears as ``<version>.json`` atomically, so the highest name is the latest committed version."""
+    try:
+        names = os.listdir(path / "_delta_log")
+    except FileNotFoundError:
+        return None
+    versions = [int(n[:20]) for n in names if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
+    return max(versions, default=None)
+
+
+_ACTIONS: dict[tuple[str, int], pa.Table] = {}  # (table path, version) -> its add actions (immutable once committed)
+
+
+def actions_at(path: Path, version: int) -> pa.Table:
+    """The add actions of a committed version, cached in this process (versions never change)."""
+    key = (str(path), version)
+    if key not in _ACTIONS:
+        if len(_ACTIONS) > 256:
+            _ACTIONS.clear()
+        _ACTIONS[key] = add_actions(load(path, version=version))
+    return _ACTIONS[key]
+
+
 def load(path: Path, version: int | None = None, as_of: dt.datetime | None = None) -> Any:
     """The table's DeltaTable at its latest version (or ``version``, or the last commit at ``as_of``); None
     when the table was never written."""
@@ -144,7 +169,7 @@ def files_of(table: Any, root: Path, parts: set[str] | None, live: dict[str, set
     rows: in ``parts`` (all when None) and, for run tables (``live`` given), written by a live write id of
     their run. A file holds the rows of one write (min = max write_id); a file whose write ids differ
     counts only when both ends are live."""
-    actions = add_actions(table)
+    actions = table if isinstance(table, pa.Table) else add_actions(table)
     if actions.num_rows == 0:
         return []
     paths = actions.column("path").to_pylist()
