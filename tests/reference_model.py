@@ -7,6 +7,7 @@ with Python lists, ``random.Random`` and ``statistics``; nothing is vectorised.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import random
 import statistics
@@ -85,6 +86,32 @@ def make_rows(cases: list[dict], seed: int, error_rate: float = 0.1, retry_rate:
     for k, case in enumerate(order[:3], start=2 * len(order)):
         rows.append(success(case, k))
     return rows
+
+
+def nothing_matched(case: dict, row: dict) -> dict:
+    """``row`` re-judged with every rubric item unmatched, scored by ``score_case`` (the reference's sums
+    over no matched item start from the integer 0, so ``matched_signed_points`` is written as ``0``)."""
+    decisions = [{**d, "matched": False} for d in row["decisions"]]
+    score, comps = score_case(case, {d["item_id"]: False for d in decisions})
+    return {**row, "decisions": decisions, "score": score, "score_components": comps}
+
+
+def write_rows(path, rows: list[dict]) -> None:
+    """The runner's append path: one ``json.dumps(row, ensure_ascii=False)`` line per attempt, LF-terminated."""
+    with open(path, "a", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def summary_path(path) -> str:
+    text = str(path)
+    return text[: -len(".jsonl")] + ".summary.json" if text.endswith(".jsonl") else text + ".summary.json"
+
+
+def write_summary(path, summary: dict) -> None:
+    """The runner's summary file beside its output: ``json.dumps(summary, indent=2)`` and a newline."""
+    with open(summary_path(path), "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(summary, indent=2) + "\n")
 
 
 def _percentile(values: list[float], p: float) -> float:

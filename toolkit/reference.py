@@ -62,7 +62,9 @@ def read_result_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     except OSError as error:
         raise ImportError_([Problem(str(path), "file", error.strerror or str(error))]) from None
     rows, problems = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at LF only (as the runner reads its file): str.splitlines() would also break at U+2028,
+    # U+0085 and others, which json.dumps(ensure_ascii=False) leaves raw inside answer strings.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -286,6 +288,22 @@ def _disagreements(all_decisions: list[dict], kept: list[tuple[int, dict]], data
 
 # -- export ----------------------------------------------------------------
 
+def _score_fields(score: dict, judgment: dict) -> dict[str, Any]:
+    """``score`` and ``score_components`` of an exported row, typed as the reference types them.
+
+    An imported row keeps the numbers its source file recorded (as the reference summary does; the
+    import warned about any the rubric does not give), in the file's own JSON types, so that an export
+    reproduces the file byte for byte. A collected row gets the recomputed components, with the
+    reference's integer ``0`` where a points case matched nothing (its sum over no item starts at 0)."""
+    recorded = json.loads(judgment.get("reported_components") or "null")
+    if judgment.get("reported_score") is not None and isinstance(recorded, dict):
+        return {"score": judgment["reported_score"], "score_components": recorded}
+    components = reference_components(score)
+    if score["grading_method"] == protocol.POINTS_RUBRIC and score["n_matched"] == 0:
+        components["matched_signed_points"] = 0
+    return {"score": score["score"], "score_components": components}
+
+
 def export_reference(store: Store, run_id: str, out: str | Path,
                      selection: JudgeSelection = JudgeSelection(passes=(1,))) -> tuple[Path, Path]:
     """Write a run as reference-format rows, in completion order: a success row for every valid judge
@@ -323,7 +341,7 @@ def export_reference(store: Store, run_id: str, out: str | Path,
             "started_at": answer["started_at"], "finished_at": judgment["finished_at"],
             "elapsed_seconds": judgment["elapsed_seconds"], "answer": answer["answer"],
             "decisions": [{**d, "points": json_number(d["points"])} for d in decided[(case_id, attempt)]],
-            "score": score["score"], "score_components": reference_components(score),
+            **_score_fields(score, judgment),
         }))
     # A failed judge reply that a re-ask replaced is not a failed attempt; the last reply of an answer is.
     terminal = judgments.filter(pl.col("error").is_not_null()).join(
