@@ -122,6 +122,36 @@ class _Unstorable:
         self.text, self.why = text, why
 
 
+_made = [0]  # markers made so far, by any thread: a parse that made none needs no search for them
+
+
+def _marker(text: str, why: str) -> _Unstorable:
+    _made[0] += 1
+    return _Unstorable(text, why)
+
+
+def _constant(name: str) -> _Unstorable:  # NaN, Infinity, -Infinity
+    return _marker(name, "is not a finite number")
+
+
+def _float(literal: str) -> float | _Unstorable:
+    value = float(literal)
+    return value if value - value == 0.0 else _marker(literal, "is not a finite number")  # inf - inf is NaN
+
+
+def _int(literal: str) -> int | _Unstorable:
+    if len(literal) < 19:  # the hot path: fits in 64 bits whatever the digits
+        return int(literal)
+    digits = len(literal.lstrip("-"))
+    if digits <= 19 and -_INT64 <= int(literal) < _INT64:
+        return int(literal)
+    return _marker(literal, f"is out of range (an integer of {digits} digits)")
+
+
+# One decoder for every parse (json.loads with hooks would build a new one per call).
+_DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_float, parse_int=_int)
+
+
 def field_path(parts: Iterable[Any], empty: str = "row") -> str:
     """``rubric_items[0].points`` from (``rubric_items``, 0, ``points``)."""
     out = ""
@@ -144,33 +174,18 @@ def parse_json(text: str, file: str, position: str = "line {line} column {column
     a lone surrogate escape (not storable as UTF-8); those name the value's field path."""
     if text.count("[") + text.count("{") > MAX_DEPTH and nesting_depth(text) > MAX_DEPTH:
         raise InputError(file, "nesting", f"JSON nested deeper than {MAX_DEPTH} levels")
-    found: list[_Unstorable] = []
-
-    def constant(name: str) -> _Unstorable:
-        found.append(_Unstorable(name, "is not a finite number"))
-        return found[-1]
-
-    def number(literal: str) -> float | _Unstorable:
-        value = float(literal)
-        return value if math.isfinite(value) else constant(literal)
-
-    def integer(literal: str) -> int | _Unstorable:
-        digits = literal.lstrip("-")
-        if len(digits) <= 18 or (len(digits) == 19 and -_INT64 <= int(literal) < _INT64):
-            return int(literal)
-        found.append(_Unstorable(literal, f"is out of range (an integer of {len(digits)} digits)"))
-        return found[-1]
-
+    made = _made[0]
     try:
-        value = json.loads(text, parse_constant=constant, parse_float=number, parse_int=integer)
+        value = _DECODER.decode(text)
     except json.JSONDecodeError as error:
         where = position.format(line=error.lineno, column=error.colno)
         raise InputError(file, where, f"{invalid}: {error.msg}") from None
     except RecursionError:  # only reachable if the interpreter's recursion limit is below MAX_DEPTH
         raise InputError(file, "nesting", "JSON nested too deeply") from None
-    if found:
-        path, bad = next((p, v) for p, v in _walk(value) if isinstance(v, _Unstorable))
-        raise InputError(file, field_path(path, empty), f"{shorten(bad.text, 40)} {bad.why}")
+    if _made[0] != made:  # this parse (or another thread's) made a marker: find ours, if any
+        found = next(((p, v) for p, v in _walk(value) if isinstance(v, _Unstorable)), None)
+        if found is not None:
+            raise InputError(file, field_path(found[0], empty), f"{shorten(found[1].text, 40)} {found[1].why}")
     if _SURROGATE_ESCAPE.search(text):
         for path, item in _walk(value):
             if isinstance(item, str) and not _encodable(item):
