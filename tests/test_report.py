@@ -13,7 +13,8 @@ import polars as pl
 import pytest
 
 from tests.report_store import EVIL_RUN, IMG, SCRIPT, build
-from toolkit.analysis import CompareOptions, ResampleSettings, compare
+from toolkit.analysis import CompareOptions, HarmOptions, ResampleSettings, compare, harms
+from toolkit.selection import read_runs
 from toolkit.cli import main
 from toolkit.report import ReportOptions, write_report
 from toolkit.report.build import GENERATED_PREFIX
@@ -67,6 +68,8 @@ def test_reproducibility_block_says_what_was_compared(report, store):
         assert esc(text) in page, text
     command = f"bedside report --all --samples {SAMPLES} --seed 7 --store {Path(store.root).resolve()}"
     assert esc(command) in page
+    if callable(getattr(store, "version", None)):  # a versioned (Delta Lake) store names its version
+        assert f"<dt>store version</dt><dd>{store.version()}</dd>" in page
 
 
 def test_numbers_equal_the_analysis_frames(report, store):
@@ -77,6 +80,10 @@ def test_numbers_equal_the_analysis_frames(report, store):
         assert cell in page, r["run_id"]
     for r in cmp.pairwise.iter_rows(named=True):
         assert esc(f"{r['delta']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]") in page
+    data = read_runs(store, store.run_ids(), texts=False)
+    harm = harms(data, HarmOptions(resamples=ResampleSettings(SAMPLES, 7))).filter(pl.col("scope") == "both")
+    for r in harm.filter(pl.col("metric").is_in(["f1", "severe_rate", "recall"])).iter_rows(named=True):
+        assert esc(f"{r['value']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]") in page, (r["run_id"], r["metric"])
     board = pl.read_csv(report.directory / "tables" / "leaderboard.csv")
     assert board["run_id"].to_list() == cmp.leaderboard["run_id"].to_list()
     assert board["overall"].to_list() == pytest.approx(cmp.leaderboard["overall"].to_list(), rel=1e-12)
