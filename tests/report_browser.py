@@ -1,5 +1,6 @@
 """Opening a report in headless Chromium with the network blocked, for the browser test and the README
-screenshot (``python -m tests.report_browser STORE OUT.png`` builds the store's report and shoots it)."""
+screenshot: ``python -m tests.report_browser REPORT/index.html OUT.png`` shoots a report, and
+``python -m tests.report_browser STORE OUT.png [TITLE]`` builds the store's report first."""
 
 from __future__ import annotations
 
@@ -60,10 +61,13 @@ def visit(html: Path, evaluate: str | None = None, width: int = 1280, height: in
 def main(argv: list[str]) -> int:
     from toolkit.report import ReportOptions, write_report
 
-    store, png = argv[0], Path(argv[1])
-    paths = write_report(store, None, png.parent / ".screenshot-report", ReportOptions(title=argv[2] if len(argv) > 2
-                                                                                       else None))
-    shot = visit(paths.html, width=1280, height=1500)
+    source, png = Path(argv[0]), Path(argv[1])
+    if source.suffix == ".html":
+        page = source
+    else:
+        page = write_report(source, None, png.parent / ".screenshot-report",
+                            ReportOptions(title=argv[2] if len(argv) > 2 else None)).html
+    shot = visit(page, width=1280, height=1500)
     png.write_bytes(shot.screenshot)
     print(f"{png} ({len(shot.screenshot)} bytes); blocked requests: {len(shot.blocked)}")
     return 0
