@@ -186,10 +186,13 @@ def test_ctrl_c_in_sql_exits_130_with_one_line(tmp_path: Path, sample_dataset) -
     import time
 
     store = _filled_store(tmp_path, sample_dataset)
-    slow = "SELECT count(*) FROM range(100000000000) a WHERE a.range % 7 = 3"
-    proc = subprocess.Popen([sys.executable, "-m", "toolkit", "sql", slow, "--store", str(store.root)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4)  # start-up, then the query runs for hours
+    command = [sys.executable, "-m", "toolkit", "sql", "SELECT 1", "--store", str(store.root)]
+    start = time.monotonic()
+    subprocess.run(command, capture_output=True, check=True)
+    ready = time.monotonic() - start  # start-up and a trivial query, on this machine under its load now
+    command[4] = "SELECT count(*) FROM range(100000000000) a WHERE a.range % 7 = 3"  # runs for hours
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5 * ready + 0.5)
     proc.send_signal(signal.SIGINT)
     try:
         out, err = proc.communicate(timeout=30)
