@@ -4,14 +4,17 @@ and unknown models, and a fault-injected run against the simulated provider that
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
 from tests.collect_support import Recorder, bedside, completion, error, judge_reply
-from toolkit.collect.client import AdaptiveLimit, retry_after, scrub
+from toolkit.collect import limit as limit_module
+from toolkit.collect.client import retry_after, scrub
+from toolkit.collect.limit import LIMITED, OK, AdaptiveLimit, Slot
 from toolkit.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
 from toolkit.store import Store
@@ -134,32 +137,82 @@ def test_retry_after_headers() -> None:
     assert retry_after({"retry-after": "99999"}) == 600.0
 
 
-def test_adaptive_limit_halves_on_429_and_recovers_to_the_maximum() -> None:
-    async def scenario() -> list[int]:
-        limit = AdaptiveLimit(8)
-        seen = [limit.permitted]
-        limit.on_rate_limit(time.monotonic())
+def drive(limit: AdaptiveLimit, share_at: Callable[[int], float], calls: int, seed: int = 0) -> list[int]:
+    """Report ``calls`` results one after another, a 429 with probability ``share_at(permitted)``."""
+    rng = random.Random(seed)
+    seen = []
+    for _ in range(calls):
+        slot = Slot(time.monotonic())
+        limit.on_result(slot, LIMITED if rng.random() < share_at(limit.permitted) else OK, 0.1)
         seen.append(limit.permitted)
-        limit.on_rate_limit(0.0)  # a call started before the cut reports the same congestion: no second cut
-        seen.append(limit.permitted)
-        limit.on_rate_limit(time.monotonic() + 1)
-        seen.append(limit.permitted)
-        for _ in range(200):
-            limit.on_success()
-        seen.append(limit.permitted)
-        # never more in flight than permitted
-        limit.window = 2.0
-        await limit.acquire()
-        await limit.acquire()
+    return seen
+
+
+def test_limit_keeps_its_window_under_429s_it_cannot_avoid() -> None:
+    # 20 % of calls rate-limited whatever the window (a shared limit, noise): plain AIMD sat at 1-2 here
+    limit = AdaptiveLimit(32)
+    seen = drive(limit, lambda window: 0.2, 3000)
+    later = seen[500:]
+    assert sum(later) / len(later) >= 0.8 * 32 and min(later) >= 0.7 * 0.7 * 32
+    assert 0.1 <= limit.background <= 0.35 and limit.undone >= 1
+
+
+def test_limit_finds_a_sustained_limit_and_stays_near_it() -> None:
+    # a real limit: beyond 4 calls in flight the excess is refused
+    share = lambda window: max(0.0, 1.0 - 4.0 / window)  # noqa: E731
+    limit = AdaptiveLimit(32)
+    seen = drive(limit, share, 3000, seed=1)
+    later = seen[300:]
+    assert max(later) <= 6 and sum(later) / len(later) >= 3.0
+    assert sum(share(w) for w in later) / len(later) < 0.05  # few 429s once it is found
+    assert limit.background < 0.1
+
+
+def test_a_limit_found_then_lifted_is_left_behind() -> None:
+    limit = AdaptiveLimit(16)
+    drive(limit, lambda window: max(0.0, 1.0 - 2.0 / window), 400)
+    assert limit.permitted <= 3
+    seen = drive(limit, lambda window: 0.0, 2000)
+    assert seen[-1] == 16
+
+
+def test_slow_calls_stop_counting_against_the_window(monkeypatch) -> None:
+    monkeypatch.setattr(limit_module, "SLOW_MIN_S", 0.05)
+
+    async def scenario() -> list[Any]:
+        limit = AdaptiveLimit(2)
+        limit.latency = 0.001  # the usual call is fast: a call in flight for 50 ms is slow
+        held = [await limit.acquire(), await limit.acquire()]
         waiter = asyncio.create_task(limit.acquire())
         await asyncio.sleep(0.01)
-        seen.append(int(waiter.done()))
-        limit.release()
-        await asyncio.sleep(0.01)
-        seen.append(int(waiter.done()))
+        seen: list[Any] = [waiter.done()]
+        await asyncio.sleep(0.1)  # both held calls are slow now: they no longer block the others
+        seen += [waiter.done(), limit.in_flight + limit.slow, limit.slow >= 2]
+        for slot in held:
+            limit.release(slot)
+        limit.release(waiter.result())
+        seen += [limit.in_flight, limit.slow]
         return seen
 
-    assert asyncio.run(scenario()) == [8, 4, 4, 2, 8, 0, 1]
+    assert asyncio.run(scenario()) == [False, True, 3, True, 0, 0]
+
+
+def test_never_more_in_flight_than_permitted() -> None:
+    async def scenario() -> list[int]:
+        limit = AdaptiveLimit(8)
+        limit.window = 2.0
+        first, second = await limit.acquire(), await limit.acquire()
+        waiter = asyncio.create_task(limit.acquire())
+        await asyncio.sleep(0.01)
+        seen = [int(waiter.done())]
+        limit.release(first)
+        await asyncio.sleep(0.01)
+        seen.append(int(waiter.done()))
+        limit.release(second)
+        limit.release(waiter.result())
+        return seen + [limit.in_flight]
+
+    assert asyncio.run(scenario()) == [0, 1, 0]
 
 
 def test_scrub_masks_a_key_and_echoed_pieces_of_it() -> None:
@@ -188,25 +241,25 @@ def test_auth_failures_name_the_judge_flag(tmp_path: Path, status: int) -> None:
 def test_adaptive_limit_survives_cancellation_and_never_leaks_a_slot() -> None:
     async def scenario() -> list[Any]:
         limit = AdaptiveLimit(1)
-        await limit.acquire()  # a call in flight holds the only slot
+        slot = await limit.acquire()  # a call in flight holds the only slot
         queued = asyncio.create_task(limit.acquire())
         await asyncio.sleep(0)
         # Ctrl-C: the queued call is cancelled and, before it runs again, the call in flight ends
         queued.cancel()
-        limit.release()
+        limit.release(slot)
         outcome = (await asyncio.gather(queued, return_exceptions=True))[0]
         seen: list[Any] = [type(outcome).__name__, limit.in_flight]
         # granted a slot, then cancelled before it could use it: the slot passes to the next in line
-        await limit.acquire()
+        slot = await limit.acquire()
         granted = asyncio.create_task(limit.acquire())
         following = asyncio.create_task(limit.acquire())
         await asyncio.sleep(0)
-        limit.release()  # wakes ``granted``...
+        limit.release(slot)  # wakes ``granted``...
         granted.cancel()  # ...which is cancelled before it runs
         await asyncio.gather(granted, return_exceptions=True)
-        await asyncio.wait_for(following, 1)
+        last = await asyncio.wait_for(following, 1)
         seen += [granted.cancelled(), limit.in_flight]
-        limit.release()
+        limit.release(last)
         seen.append(limit.in_flight)
         return seen
 

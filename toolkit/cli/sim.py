@@ -31,13 +31,18 @@ def sim() -> None:
 @click.option("--timeout-hold-s", type=click.FloatRange(0.0), default=30.0, show_default=True)
 @click.option("--retry-after-s", type=click.FloatRange(0.0), default=0.05, show_default=True,
               help="Retry-After advertised by 429 replies.")
+@click.option("--rate-limit-rps", type=click.FloatRange(0.0), default=0.0, show_default=True,
+              help="A real request-rate limit (token bucket), requests per second; 0 = none.")
+@click.option("--rate-limit-burst", type=click.IntRange(0), default=0, show_default=True,
+              help="Requests the bucket saves up (0 = one second's worth).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of answers and fault draws.")
 @click.option("--dataset", "datasets", multiple=True, type=click.Path(exists=False),
               help="Dataset whose rubrics shape the answers (repeatable; default: the bundled sample).")
 @click.option("--api-key-env", metavar="NAME",
               help="Accept only the bearer key held in this environment variable (keeps it off the command line).")
 def serve(host: str, port: int, latency_ms: float, rate_429: float, rate_5xx: float, rate_bad_json: float,
-          rate_timeout: float, timeout_hold_s: float, retry_after_s: float, seed: int,
+          rate_timeout: float, timeout_hold_s: float, retry_after_s: float, rate_limit_rps: float,
+          rate_limit_burst: int, seed: int,
           datasets: tuple[str, ...], api_key_env: str | None) -> None:
     """Serve until Ctrl-C; the first stdout line is the base URL (http://HOST:PORT/v1)."""
     from toolkit.sim.config import SimConfig
@@ -51,7 +56,8 @@ def serve(host: str, port: int, latency_ms: float, rate_429: float, rate_5xx: fl
             raise click.UsageError(f"--api-key-env: environment variable {api_key_env} is unset or empty")
     config = SimConfig(host=host, port=port, latency_ms=latency_ms, rate_429=rate_429, rate_5xx=rate_5xx,
                        rate_bad_json=rate_bad_json, rate_timeout=rate_timeout, seed=seed, datasets=datasets,
-                       timeout_hold_s=timeout_hold_s, retry_after_s=retry_after_s, api_key=api_key)
+                       timeout_hold_s=timeout_hold_s, retry_after_s=retry_after_s, api_key=api_key,
+                       rate_limit_rps=rate_limit_rps, rate_limit_burst=rate_limit_burst)
     server = SimServer(config).start()
     stop = threading.Event()
 

@@ -3,8 +3,9 @@
 The openai SDK does the HTTP (its own retries are off: ``max_retries=0``) so
 that every retry is ours: retryable statuses and transport faults back off
 exponentially with full jitter, a ``Retry-After`` / ``retry-after-ms`` header
-is obeyed, 429s halve the permitted concurrency (AIMD), and wrong keys or
-unknown models stop the whole run at once instead of failing every case.
+is obeyed as a pause of that call, the permitted concurrency follows ``AdaptiveLimit``
+(toolkit.collect.limit), and wrong keys or unknown models stop the whole run at once instead of failing
+every case.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import json
 import random
 import re
 import time
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
 import openai
 
 from toolkit import protocol
+from toolkit.collect.limit import FAILED, LIMITED, OK, AdaptiveLimit
 from toolkit.collect.reply import InvalidResponse, ReplyFields, clean_text, reply_fields
 from toolkit.collect.settings import Endpoint, RetryPolicy
 
@@ -84,58 +85,6 @@ def scrub(text: str, secrets: tuple[str, ...]) -> str:
             text = text.replace(secret, "***")
             text = re.sub(r"[A-Za-z0-9_\-]{8,}", lambda m: "***" if m.group(0) in secret else m.group(0), text)
     return text
-
-
-class AdaptiveLimit:
-    """A semaphore whose size follows AIMD: halve on a 429, +1 per window of successes, <= maximum."""
-
-    def __init__(self, maximum: int):
-        self.maximum = max(1, maximum)
-        self.window = float(self.maximum)
-        self.in_flight = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
-        self._last_cut = -1.0
-
-    @property
-    def permitted(self) -> int:
-        return max(1, int(self.window))
-
-    async def acquire(self) -> None:
-        if self.in_flight < self.permitted and not self._waiters:
-            self.in_flight += 1
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.release()  # granted just as we were cancelled: hand the slot on
-            elif waiter in self._waiters:  # (``_wake`` may already have dropped a cancelled waiter)
-                self._waiters.remove(waiter)
-            raise
-
-    def release(self) -> None:
-        self.in_flight -= 1
-        self._wake()
-
-    def _wake(self) -> None:
-        while self._waiters and self.in_flight < self.permitted:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                self.in_flight += 1
-                waiter.set_result(None)
-
-    def on_success(self) -> None:
-        if self.window < self.maximum:
-            self.window = min(float(self.maximum), self.window + 1.0 / self.window)
-            self._wake()
-
-    def on_rate_limit(self, started: float) -> None:
-        # One cut per congestion event: calls already in flight when we cut report the same event.
-        if started >= self._last_cut:
-            self.window = max(1.0, self.window / 2.0)
-            self._last_cut = time.monotonic()
 
 
 def retry_after(headers: Mapping[str, str] | None) -> float | None:
@@ -235,49 +184,56 @@ class ChatClient:
         attempt = 0
         while True:
             attempt += 1
-            await self.limit.acquire()
+            slot = await self.limit.acquire()
             started, started_at = time.monotonic(), now_iso()
             delay: float | None = None
             rate_limited = False
             try:
-                # ``post`` sends the body exactly as built; ``chat.completions.create`` would re-walk it
-                # against its typed schema and build a pydantic reply, ~0.7 ms of CPU per call for no change
-                # on the wire. Status errors still come back as the SDK's exceptions.
-                raw = await self.sdk.post("/chat/completions", body=body, cast_to=bytes)
-                fields = reply_fields(json.loads(raw))  # ValueError (retried) when it is no usable reply
-            except openai.APIStatusError as error:
-                if "temperature" in body and mentions_temperature(error.status_code, f"{error.message} {error.body}"):
-                    # The provider accepts only its default temperature: ask again without one (not a retry).
-                    self.no_temperature.add(model)
-                    del body["temperature"]
-                    attempt -= 1
-                    continue
-                self.check_fatal(error, model)
-                if error.status_code not in protocol.RETRYABLE_STATUS or attempt >= self.retry.max_attempts:
+                try:
+                    # ``post`` sends the body exactly as built; ``chat.completions.create`` would re-walk it
+                    # against its typed schema and build a pydantic reply, ~0.7 ms of CPU per call for no
+                    # change on the wire. Status errors still come back as the SDK's exceptions.
+                    raw = await self.sdk.post("/chat/completions", body=body, cast_to=bytes)
+                    fields = reply_fields(json.loads(raw))  # ValueError (retried) when it is no usable reply
+                except openai.APIStatusError as error:
+                    if "temperature" in body and mentions_temperature(error.status_code,
+                                                                      f"{error.message} {error.body}"):
+                        # The provider accepts only its default temperature: ask again without one (no retry).
+                        self.no_temperature.add(model)
+                        del body["temperature"]
+                        attempt -= 1
+                        continue
+                    self.check_fatal(error, model)
+                    rate_limited = error.status_code == 429
+                    self.limit.on_result(slot, LIMITED if rate_limited else FAILED)
+                    if error.status_code not in protocol.RETRYABLE_STATUS or attempt >= self.retry.max_attempts:
+                        self.stats.failed += 1
+                        raise CallFailed(self.error_text(error)) from None
+                    delay = retry_after(error.response.headers if error.response is not None else None)
+                    if rate_limited:
+                        self.stats.rate_limited += 1
+                        # A 429 is a pause of this call, taken in its slot: the pause itself lowers the rate
+                        # the window sends at, and the window changes only on a generation's share of 429s.
+                        await self._back_off(attempt, delay, True)
+                        continue
+                except (openai.APIConnectionError, ValueError) as error:  # timeouts, drops, garbled bodies
+                    self.limit.on_result(slot, FAILED)
+                    if attempt >= self.retry.max_attempts:
+                        self.stats.failed += 1
+                        if isinstance(error, ValueError) and not isinstance(error, InvalidResponse):
+                            error = InvalidResponse(str(error))  # a garbled body: stored as an invalid response
+                        raise CallFailed(self.error_text(error)) from None
+                except openai.OpenAIError as error:
                     self.stats.failed += 1
                     raise CallFailed(self.error_text(error)) from None
-                delay = retry_after(error.response.headers if error.response is not None else None)
-                if error.status_code == 429:
-                    rate_limited = True
-                    self.stats.rate_limited += 1
-                    self.limit.on_rate_limit(started)
-            except (openai.APIConnectionError, ValueError) as error:  # timeouts, dropped connections, garbled bodies
-                if attempt >= self.retry.max_attempts:
-                    self.stats.failed += 1
-                    if isinstance(error, ValueError) and not isinstance(error, InvalidResponse):
-                        error = InvalidResponse(str(error))  # a garbled body: stored as an invalid response
-                    raise CallFailed(self.error_text(error)) from None
-            except openai.OpenAIError as error:
-                self.stats.failed += 1
-                raise CallFailed(self.error_text(error)) from None
-            else:
-                latency = time.monotonic() - started
-                self.limit.on_success()
-                self.stats.ok += 1
-                return _completion(fields, latency, started_at, body.get("temperature"))
+                else:
+                    latency = time.monotonic() - started
+                    self.limit.on_result(slot, OK, latency)
+                    self.stats.ok += 1
+                    return _completion(fields, latency, started_at, body.get("temperature"))
             finally:
-                self.limit.release()
-            await self._back_off(attempt, delay, rate_limited)
+                self.limit.release(slot)
+            await self._back_off(attempt, delay, rate_limited)  # 5xx and transport faults: outside the window
 
     async def retrying(self, model: str, factory: Callable[[], Awaitable[T]], not_found: str) -> T:
         """A files/batches request with the same retries and fatal checks as a chat call;

@@ -53,6 +53,28 @@ class Completion:
     bad_json: str | None
 
 
+class TokenBucket:
+    """A request-rate limit as providers apply one: ``rate`` tokens a second, at most ``burst`` saved up."""
+
+    def __init__(self, rate: float, burst: int):
+        self.rate = rate
+        self.burst = float(burst or max(1, round(rate)))
+        self.tokens = self.burst
+        self.stamp = time.monotonic()
+        self._lock = threading.Lock()
+
+    def take(self) -> float:
+        """0 when the request may pass, else the seconds until a token is free (the Retry-After)."""
+        with self._lock:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+            if self.tokens >= 1.0:
+                self.tokens -= 1.0
+                return 0.0
+            return (1.0 - self.tokens) / self.rate
+
+
 class SimProvider:
     """State shared by the handlers of one server: config, rubric index, stats, fault generators."""
 
@@ -64,6 +86,7 @@ class SimProvider:
         self._fault_rng = random.Random(config.seed)  # arrival-order sequence of transport faults
         self._batch_rng = random.Random(f"{config.seed}/batch")  # bad_json draws of batch lines
         self.stopping: asyncio.Event | None = None  # created on the server's loop
+        self.bucket = TokenBucket(config.rate_limit_rps, config.rate_limit_burst) if config.rate_limit_rps else None
 
     # -- checks --------------------------------------------------------------
 
@@ -228,6 +251,13 @@ async def chat_handler(request: web.Request) -> web.Response:
         provider.stats.fault(error.fault)
         await asyncio.sleep(config.latency_ms / 1000)
         return json_reply(error.status, error.body())
+    wait = provider.bucket.take() if provider.bucket is not None else 0.0
+    if wait > 0:  # over the request-rate limit: refused at once, like a provider's gateway does
+        provider.stats.fault("rate_limit")
+        return json_reply(429, error_body("Rate limit reached for requests per second. Please try again in "
+                                          f"{wait * 1000:.0f}ms.", "requests", "rate_limit_exceeded"),
+                          {"Retry-After": f"{wait:.3f}", "retry-after-ms": f"{wait * 1000:.0f}",
+                           "x-sim-fault": "rate_limit"})
     fault, detail = provider.draw_fault(model.is_judge)
     if fault == "timeout":
         provider.stats.fault("timeout")

@@ -24,6 +24,11 @@ class SimConfig:
     api_key: str | None = None  # when set, any other bearer key gets 401
     batch_delay_s: float = 0.05  # how long a batch stays in each intermediate status
     batch_failures: int = 0  # the first N batches fail as a whole (as when a provider rejects one)
+    # A real request-rate limit (token bucket): this many chat requests per second on average, bursts of up
+    # to ``rate_limit_burst`` (default: one second's worth); 0 = none. Requests over it get an immediate 429
+    # whose Retry-After is the time until a token is free.
+    rate_limit_rps: float = 0.0
+    rate_limit_burst: int = 0
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host):
@@ -38,6 +43,8 @@ class SimConfig:
         for name in ("latency_ms", "timeout_hold_s", "retry_after_s", "batch_delay_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"sim {name} {getattr(self, name)}: must not be negative")
+        if self.rate_limit_rps < 0 or self.rate_limit_burst < 0:
+            raise ValueError("sim rate_limit_rps and rate_limit_burst: must not be negative")
         if self.batch_failures < 0:
             raise ValueError(f"sim batch_failures {self.batch_failures}: must not be negative")
         if self.api_key is not None and not self.api_key:

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 FAULT_KINDS = ("429", "5xx", "timeout", "bad_json", "temperature_rejected", "auth", "not_found", "bad_request",
-               "unknown_case")
+               "unknown_case", "rate_limit")
 BATCH_COUNTERS = ("files_uploaded", "created", "completed", "failed", "cancelled",
                   "requests", "served_ok", "requests_failed", "duplicates_ok", "bad_json")
 
