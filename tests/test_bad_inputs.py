@@ -307,3 +307,12 @@ def test_an_unforeseen_exception_is_still_one_line(tmp_path: Path, monkeypatch, 
     monkeypatch.setenv("BEDSIDE_DEBUG", "1")
     with pytest.raises(TypeError):
         main(["sql", "SELECT 1", "--store", str(tmp_path / "store")])
+
+
+def test_a_store_path_that_is_not_utf8_is_one_line_for_every_command(tmp_path: Path, filled, capsys) -> None:
+    store, _ = filled
+    odd = os.path.join(os.fsencode(tmp_path), b"st\xff")
+    os.rename(os.fsencode(store), odd)
+    for argv in (["summary", "--all"], ["sql", "SELECT 1"], ["export", "--run", "existing", "--out",
+                                                              str(tmp_path / "x.jsonl")]):
+        one_error(capsys, [*argv, "--store", os.fsdecode(odd)], "st\\", "not UTF-8")

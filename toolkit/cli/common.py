@@ -66,6 +66,14 @@ def run_safely(group: click.Group, argv: list[str]) -> int:
     except click.ClickException as error:
         error.show()
         return error.exit_code if error.exit_code not in (None, 0) else EXIT_FAILED
+    except UnicodeEncodeError as error:  # mostly a path whose bytes are not UTF-8 (DuckDB, Arrow, Delta need UTF-8)
+        from toolkit.inputs import shorten
+
+        text = str(error.object)
+        what = "path" if os.sep in text and len(text) < 4096 else "text"
+        shown = shorten(text.encode("utf-8", "backslashreplace").decode("utf-8"))
+        click.echo(f"bedside: error: {shown}: {what}: not UTF-8 ({error.reason})", err=True)
+        return EXIT_FAILED
     except _input_errors() as error:
         lines = [str(p) for p in getattr(error, "problems", [])] or [(str(error).splitlines() or [""])[0]]
         for line in lines:
