@@ -37,6 +37,8 @@ _EXPORTS: dict[str, str] = {
     # reference interop
     "import_reference": "toolkit.reference",
     "export_reference": "toolkit.reference",
+    "audit_file": "toolkit.audit",
+    "AuditReport": "toolkit.audit",
     # collection (these import the openai SDK, ~1 s, on first use)
     "evaluate": "toolkit.collect.api",
     "rejudge": "toolkit.collect.api",

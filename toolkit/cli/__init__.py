@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "Judge a run's stored answers again or with another judge, without regenerating them."),
     "demo": ("toolkit.cli.collect:demo_cmd",
              "Offline demo: four simulated models on the bundled sample, graded by a simulated judge."),
+    "audit": ("toolkit.cli.audit:audit_cmd", "Check a reference result file and its summary against the rubric and dataset; list every disagreement."),
     "report": ("toolkit.cli.report:report_cmd",
                "Write a comparison report: index.html (one self-contained file), report.md, figures/, tables/."),
 }
