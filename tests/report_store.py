@@ -14,7 +14,7 @@ from toolkit.store import Store
 
 SCRIPT = "<script>window.__pwned = 1</script>"
 IMG = '<img src=x onerror="window.__pwned = 2">'
-EVIL_RUN = 'evil<img src=x onerror="window.__pwned=3">'
+EVIL_RUN = 'evil $\\frac{1}{$ <img src=x onerror="window.__pwned=3">'  # "$": TeX math to matplotlib
 ANSWER = f"Start with {SCRIPT} then {IMG} and a fence ```` inside | a | pipe"
 RUNS = (("alpha", 1.2, 1, frozenset()), ("beta", 0.4, 2, frozenset()), (EVIL_RUN, -0.6, 1, None))
 

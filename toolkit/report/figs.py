@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import matplotlib
 from matplotlib.figure import Figure
 
 from toolkit import figures
@@ -69,12 +70,14 @@ def draw(a: Analyses, notes: list[str]) -> dict[str, list[FigureOut]]:
         args = spec.args(a)
         if args is None:
             continue
-        try:
-            fig: Figure = getattr(figures, spec.name)(*args)
-        except ValueError as error:
-            notes.append(f"figure {spec.key} not drawn: {error}")
-            continue
-        png = figures.png_bytes(fig, dpi=DPI)
+        # Run ids and rubric texts are data: a "$" in them must print as itself, not start TeX math.
+        with matplotlib.rc_context({"text.parse_math": False}):
+            try:
+                fig: Figure = getattr(figures, spec.name)(*args)
+                png = figures.png_bytes(fig, dpi=DPI)
+            except ValueError as error:
+                notes.append(f"figure {spec.key} not drawn: {error or type(error).__name__}")
+                continue
         fig.clear()
         data_fn = getattr(figures, f"{spec.name}_data", None)
         data = data_fn(*args) if data_fn is not None else None
