@@ -266,3 +266,11 @@ def test_a_crash_at_any_commit_of_a_replace_leaves_the_old_run_or_the_new_one(st
     assert {t: store.read(t)["case_id"].to_list() for t in ("answers", "judgments")} == {
         "answers": ["new"], "judgments": ["new"]}
     assert store.read("runs").height == 1
+
+
+def test_a_store_of_the_plain_parquet_layout_gets_one_clear_line(tmp_path: Path) -> None:
+    old = tmp_path / "old" / "runs" / "r"
+    old.mkdir(parents=True)
+    pl.DataFrame({"run_id": ["r"]}).write_parquet(old / "part-000000000000-abcd.parquet")
+    with pytest.raises(StoreError, match="older bedside"):
+        Store.open(tmp_path / "old").run_ids()

@@ -74,7 +74,7 @@ class Store:
 
     def _check_layout(self) -> None:
         runs = self._path("runs")
-        if runs.is_dir() and not delta.is_table(runs) and any(runs.iterdir()):
+        if runs.is_dir() and not delta.is_table(runs) and any(p.is_dir() for p in runs.iterdir()):
             raise StoreError(f"{self.root}: written by an older bedside (plain Parquet parts, no Delta log); "
                              "import its runs again into a new store")
 
@@ -83,7 +83,7 @@ class Store:
         path = self._path("runs")
         version = self.pinned if self.pinned is not None else delta.latest_version(path)
         if version is None:
-            return _Snapshot(None, delta.physical_schema("runs").empty_table(), None)
+            return _Snapshot(None, delta.empty("runs"), None)
         key = (str(path), version)
         if key not in _RUNS:
             try:
@@ -141,14 +141,17 @@ class Store:
         schema = TABLES[table].schema
         wanted = columns if columns is not None else schema.names
         out_schema = pa.schema([pa.field(c, schema.field(c).type) for c in wanted])
-        for _ in range(_SNAPSHOT_TRIES):
+        for attempt in range(_SNAPSHOT_TRIES):
             snap = self._snapshot()
+            if attempt and snap.as_of is None and snap.version is not None:
+                # The store moved while the last attempt read: read the data as of this snapshot's commit
+                # instead (Delta time travel), which no later commit can change.
+                snap = _Snapshot(snap.version, snap.runs, delta.commit_time(self._path("runs"), snap.version))
             if table == "runs":
                 data = snap.runs
-                if keys is not None:  # in the order of the keys given
-                    where = {p: i for i, p in enumerate(data.column(PART).to_pylist())}
-                    data = data.take(pa.array([where[p] for p in dict.fromkeys(map(_part, keys)) if p in where],
-                                              pa.int64()))
+                if keys is not None:  # in the order of the keys given (polars: pa.array() would import pandas)
+                    order = pl.DataFrame({PART: list(dict.fromkeys(map(_part, keys)))}, schema={PART: pl.String})
+                    data = order.join(pl.from_arrow(data), on=PART, how="inner", maintain_order="left").to_arrow()
                 break
             found = self._data_files(snap, table, keys)
             if keys is not None:  # in the order of the keys given, as callers expect
@@ -185,7 +188,7 @@ class Store:
         return {c: row[c] for c in TABLES["runs"].names}
 
     def has_dataset(self, sha256: str) -> bool:
-        snap = _Snapshot(None, delta.physical_schema("runs").empty_table(),
+        snap = _Snapshot(None, delta.empty("runs"),
                          self._snapshot().as_of if self.pinned is not None else None)
         return all(self._data_files(snap, t, [sha256]) for t in DATASET_TABLES)
 

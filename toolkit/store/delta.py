@@ -19,7 +19,7 @@ from typing import Any, Callable, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 
 from toolkit.store.paths import StoreError
 from toolkit.tables import DATASET_TABLES, TABLES
@@ -37,6 +37,14 @@ def physical_schema(table: str) -> pa.Schema:
         fields.append(pa.field(WRITE_ID, pa.string()))
     fields.append(pa.field(PART, pa.string()))
     return pa.schema(fields)
+
+
+def empty(table: str, columns: list[str] | None = None) -> pa.Table:
+    """No rows of the table (``Schema.empty_table`` would import pandas, half a second of a cold start)."""
+    schema = physical_schema(table)
+    if columns is not None:
+        schema = pa.schema([schema.field(c) for c in columns])
+    return pa.Table.from_batches([], schema)
 
 
 def partition_by(table: str) -> list[str] | None:
@@ -160,7 +168,8 @@ def commit_time(path: Path, version: int) -> dt.datetime:
 
 
 def add_actions(table: Any) -> pa.Table:
-    return pa.table(table.get_add_actions(flatten=True))
+    # Through the C stream interface: pa.table() would import pandas (half a second of every cold command).
+    return pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
 
 
 def files_of(table: Any, root: Path, parts: set[str] | None, live: dict[str, set[str]] | None
@@ -194,20 +203,16 @@ def files_of(table: Any, root: Path, parts: set[str] | None, live: dict[str, set
 
 def read_files(files: list[Path], table: str, columns: list[str]) -> pa.Table:
     """The given files' rows (``columns`` of the physical schema), in file order; StoreError naming the
-    first file that cannot be read."""
-    schema = physical_schema(table)
-    if not files:
-        return schema.empty_table().select(columns)
-    try:
-        return pads.dataset([str(f) for f in files], schema=pa.schema([schema.field(c) for c in columns]),
-                            format="parquet").to_table(columns=columns)
-    except (OSError, pa.ArrowException) as error:
-        for f in files:  # which file: name it, so the user knows what is damaged
-            try:
-                pads.dataset([str(f)], format="parquet").to_table(columns=[c for c in columns if c != PART])
-            except (OSError, pa.ArrowException) as bad:
-                raise StoreError(f"{f}: damaged part file: {str(bad).splitlines()[0][:200]}") from None
-        raise StoreError(f"{files[0].parent}: cannot read {table}: {error}") from None
+    first file that cannot be read. File by file with ``pyarrow.parquet`` (pyarrow.dataset would import
+    pandas on every cold start)."""
+    schema = pa.schema([physical_schema(table).field(c) for c in columns])
+    parts = []
+    for f in files:
+        try:
+            parts.append(pq.ParquetFile(f).read(columns=columns).cast(schema))
+        except (OSError, pa.ArrowException) as error:
+            raise StoreError(f"{f}: damaged part file: {str(error).splitlines()[0][:200]}") from None
+    return pa.concat_tables(parts) if parts else pa.Table.from_batches([], schema)
 
 
 def keep_write_ids(data: pa.Table, ids: set[str]) -> pa.Table:
