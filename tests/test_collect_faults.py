@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import polars as pl
 import pytest
 
 from tests.collect_support import Recorder, bedside, completion, error, judge_reply
@@ -264,3 +265,45 @@ def test_adaptive_limit_survives_cancellation_and_never_leaks_a_slot() -> None:
         return seen
 
     assert asyncio.run(scenario()) == ["CancelledError", 0, True, 1, 0]
+
+
+def collect_timed(sim: SimServer, store: Path, *extra: str) -> tuple[float, Store]:
+    started = time.perf_counter()
+    code, _, err = sim_run(sim, store, "--progress", "none", *extra)
+    assert code == 0, err
+    return time.perf_counter() - started, Store.open(store)
+
+
+def test_a_sustained_rate_limit_is_found_then_collected_near_it(tmp_path: Path) -> None:
+    # A real token bucket of 40 requests/s; 16 workers with 50 ms calls would send 320/s.
+    rate = 40.0
+    with SimServer(SimConfig(latency_ms=50, rate_limit_rps=rate, rate_limit_burst=10)) as sim:
+        wall, store = collect_timed(sim, tmp_path / "s", "--concurrency", "16", "--judge-passes", "3")
+        stats = sim.stats()["chat_completions"]
+    calls = stats["served_ok"]
+    assert calls == 30 * 4
+    # finding the limit costs a few generations of 429s, then hardly any: far fewer than the calls made
+    assert stats["faults"]["rate_limit"] <= 16 + 0.25 * calls, stats["faults"]
+    # steady throughput near the limit: calls finished after the first second, per second
+    finished = sorted(pl.concat([store.read(t).select(pl.col("finished_at").str.to_datetime(time_zone="UTC"))
+                                 for t in ("answers", "judgments")])["finished_at"].to_list())
+    start = finished[0].timestamp() + 1.0
+    steady = [t.timestamp() for t in finished if t.timestamp() >= start]
+    throughput = (len(steady) - 1) / (steady[-1] - steady[0])
+    assert 0.6 * rate <= throughput <= 1.1 * rate, throughput
+
+
+def test_faults_cost_at_most_twice_the_timeouts_alone(tmp_path: Path) -> None:
+    # The benchmark's fault profile scaled down (tests/perf/collect_faults.py has the full one): 2 % of calls
+    # held 2 s, then 20 % 429 with Retry-After, 5 % 5xx and 5 % broken judge JSON on top.
+    common = dict(latency_ms=50, timeout_hold_s=2.0, retry_after_s=0.05, seed=5)
+    args = ("--concurrency", "16", "--judge-passes", "3", "--retry-base-delay", "0.1")
+    with SimServer(SimConfig(rate_timeout=0.03, **common)) as sim:
+        alone, _ = collect_timed(sim, tmp_path / "a", *args)
+        assert sim.stats()["chat_completions"]["faults"]["timeout"] >= 1
+    with SimServer(SimConfig(rate_timeout=0.03, rate_429=0.2, rate_5xx=0.05, rate_bad_json=0.05, **common)) as sim:
+        everything, store = collect_timed(sim, tmp_path / "b", *args)
+        faults = sim.stats()["chat_completions"]["faults"]
+    assert faults["429"] >= 10 and faults["5xx"] >= 2 and faults["timeout"] >= 1, faults
+    assert store.read("judgments").filter(pl.col("error").is_null()).height == 30 * 3
+    assert everything <= 2.0 * alone, (everything, alone)

@@ -82,8 +82,8 @@ def test_analysis_commands_run_without_openai_and_aiohttp(tmp_path: Path, sample
         ["sql", "SELECT count(*) AS n FROM runs", *common],
         ["export", "--run", "a", "--out", str(tmp_path / "out.jsonl"), *common],
     ]
-    # every command's own --help too (the collectors' options are defined without the SDK as well)
-    helps = [[name, "--help"] for name in COMMANDS if name != "sim"]
+    # every command's own --help too (the collectors' and the simulator's options need neither)
+    helps = [[name, "--help"] for name in COMMANDS] + [["sim", "serve", "--help"]]
     result, out, err = _drive(["openai", "aiohttp"], analyses + helps, tmp_path)
     assert result["asked"] == [] and result["loaded"] == [], result
     # agreement needs two judge passes, which imported reference files do not have: it answers so, in one line
