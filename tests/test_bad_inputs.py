@@ -193,6 +193,25 @@ def test_single_case_files_that_are_not_regular_files(tmp_path: Path, capsys) ->
     one_error(capsys, ["dataset", "validate", "--dataset", str(line)], f"{line}:1: rubric_items[0].points: NaN")
 
 
+def test_jsonl_lines_end_at_lf_only_and_parquet_numbers_are_checked(tmp_path: Path, sample_dataset, capsys) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from toolkit.dataset import item_id_for, load_dataset
+
+    cases = json.loads(json.dumps(sample_dataset.raw_cases))  # a deep copy: the fixture is shared
+    cases[0]["prompt"] += " \u2028 (a line separator inside the text)"
+    cases[0]["rubric_items"] = [dict(item, item_id=item_id_for(cases[0]["prompt"], n))
+                                for n, item in enumerate(cases[0]["rubric_items"])]
+    jsonl = tmp_path / "cases.jsonl"
+    jsonl.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in cases), encoding="utf-8")
+    assert load_dataset(jsonl).case(cases[0]["case_id"])["prompt"] == cases[0]["prompt"]
+    cases[1]["rubric_items"][0]["points"] = float("nan")
+    parquet = tmp_path / "cases.parquet"
+    pq.write_table(pa.Table.from_pylist(cases), parquet)
+    one_error(capsys, ["dataset", "validate", "--dataset", str(parquet)], f"{parquet} row 2: rubric_items[0].points: ")
+
+
 def test_points_range_is_the_protocols() -> None:
     from toolkit import protocol
     from toolkit.dataset import schema_path

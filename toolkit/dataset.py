@@ -300,7 +300,7 @@ def _load_case_file(path: Path, problems: list[Problem]) -> Located:
         problems.append(Problem(error.file, error.field, error.message))
         return []
     located: Located = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):  # LF only: U+2028 may sit raw in a string
         if not line.strip():
             continue
         try:
