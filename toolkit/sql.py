@@ -25,6 +25,7 @@ from toolkit.tables import TABLES
 
 DERIVED = ("pass_scores", "case_scores", "benchmark_scores", "run_summary")
 READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+_FIRST_WORD = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)", re.S)
 _EXPLAIN = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*explain\s*(?:\([^)]*\)\s*)?(?:analy[sz]e\b)?", re.I | re.S)
 
 
@@ -130,7 +131,8 @@ def _check_read_only(statements: list) -> None:
         if len(inner) != 1 or inner[0].type != duckdb.StatementType.SELECT:
             raise SQLRefused("EXPLAIN of a statement that is not a SELECT is refused: `bedside sql` only reads")
     elif kind not in READ_STATEMENTS:
-        name = str(kind).rsplit(".", 1)[-1]
+        word = _FIRST_WORD.match(statement.query)  # what the user typed (INSTALL is a LOAD statement to DuckDB)
+        name = word.group(1).upper() if word else str(kind).rsplit(".", 1)[-1]
         raise SQLRefused(f"{name} statements are refused: `bedside sql` only reads the store (SELECT, WITH, "
                          "DESCRIBE, SHOW, SUMMARIZE, EXPLAIN); to write, run duckdb on an exported file")
 
