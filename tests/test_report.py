@@ -55,7 +55,9 @@ def test_sections_runs_and_cases_have_anchors(report, store):
     for case_id in case_ids:
         assert f'id="{case_anchor(case_id)}"' in page
     # every in-page link points at an id that exists
-    ids = set(re.findall(r'id="([^"]+)"', page))
+    all_ids = re.findall(r'id="([^"]+)"', page)
+    assert len(all_ids) == len(set(all_ids)), "duplicate anchors"
+    ids = set(all_ids)
     targets = {t for t in re.findall(r'href="#([^"]+)"', page)}
     assert targets <= ids, targets - ids
 
