@@ -133,6 +133,9 @@ def _check_read_only(statements: list) -> None:
     elif kind not in READ_STATEMENTS:
         word = _FIRST_WORD.match(statement.query)  # what the user typed (INSTALL is a LOAD statement to DuckDB)
         name = word.group(1).upper() if word else str(kind).rsplit(".", 1)[-1]
+        if kind == duckdb.StatementType.MULTI:  # DuckDB's PIVOT without an IN list first creates a type
+            raise SQLRefused("PIVOT needs its values listed here (PIVOT ... ON col IN ('a', 'b') USING ...): "
+                             "without them DuckDB creates a type, and `bedside sql` only reads")
         raise SQLRefused(f"{name} statements are refused: `bedside sql` only reads the store (SELECT, WITH, "
                          "DESCRIBE, SHOW, SUMMARIZE, EXPLAIN); to write, run duckdb on an exported file")
 
