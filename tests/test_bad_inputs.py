@@ -335,3 +335,19 @@ def test_a_store_path_that_is_not_utf8_is_one_line_for_every_command(tmp_path: P
     for argv in (["summary", "--all"], ["sql", "SELECT 1"], ["export", "--run", "existing", "--out",
                                                               str(tmp_path / "x.jsonl")]):
         one_error(capsys, [*argv, "--store", os.fsdecode(odd)], "st\\", "not UTF-8")
+
+
+def test_an_import_out_of_memory_says_so(tmp_path: Path, filled, monkeypatch, capsys) -> None:
+    import toolkit.reference
+
+    store, rows = filled
+    before = snapshot(store)
+
+    def exhausted(*_args, **_kwargs):
+        raise MemoryError()
+    monkeypatch.setattr(toolkit.reference, "read_result_rows", exhausted)
+    path = tmp_path / "big.jsonl"
+    path.write_text(json.dumps(rows[0]) + "\n")
+    one_error(capsys, ["import", str(path), "--run-id", "big", "--store", str(store)],
+              "out of memory: the file does not fit in this machine's memory")
+    assert snapshot(store) == before

@@ -61,7 +61,9 @@ def run_safely(group: click.Group, argv: list[str]) -> int:
         return 130
     except MemoryError:
         # numpy's message (shape and dtype of one allocation) says nothing a user can act on.
-        click.echo("bedside: error: out of memory: use fewer --samples or fewer runs", err=True)
+        hint = ("the file does not fit in this machine's memory" if argv[:1] in (["import"], ["dataset"])
+                else "use fewer --samples or fewer runs")
+        click.echo(f"bedside: error: out of memory: {hint}", err=True)
         return EXIT_FAILED
     except click.ClickException as error:
         error.show()
