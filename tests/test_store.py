@@ -185,11 +185,17 @@ def test_journal_survives_a_torn_tail_and_never_duplicates(store: Store) -> None
     store.commit_run("r", {"answers": [_answer("r", "c0", 0)]}, write_id=path.stem)
     assert RunJournal(store, "r").recover() == 0  # its write id is live: nothing is written again
     assert store.read("answers").height == 1
-    # and a crash after the data commits but before the runs commit: replayed, once.
+    # and a crash after the data commit but before the runs commit: replayed, once.
     journal = RunJournal(store, "r")
     journal.append("answers", _answer("r", "c1", 2))
     path = next(journal.folder.glob("*.jsonl"))
     os.close(journal._fd)
+    from toolkit.store import delta
+    import pyarrow as pa
+    from toolkit.tables import to_arrow
+    frame = to_arrow("answers", [_answer("r", "c1", 2)])
+    frame = frame.append_column("write_id", pa.array([path.stem])).append_column("part", pa.array(["r"]))
+    delta.overwrite(store.root / "answers", "answers", frame, f"part = 'r' AND write_id = '{path.stem}'")
     store.commit_run("r", {"answers": [_answer("r", "c9", 9)]}, write_id="other")
     assert RunJournal(store, "r").recover() == 1
     assert sorted(store.read("answers")["case_id"]) == ["c0", "c1", "c9"]
