@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("toolkit.cli.collect:demo_cmd",
              "Offline demo: four simulated models on the bundled sample, graded by a simulated judge."),
     "audit": ("toolkit.cli.audit:audit_cmd", "Check a reference result file and its summary against the rubric and dataset; list every disagreement."),
+    "runs": ("toolkit.cli.runs:runs", "List, remove and rename the runs of the store."),
     "report": ("toolkit.cli.report:report_cmd",
                "Write a comparison report: index.html (one self-contained file), report.md, figures/, tables/."),
 }

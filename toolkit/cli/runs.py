@@ -1,0 +1,93 @@
+"""``bedside runs [rm ID… | rename OLD NEW]``: list, remove and rename the runs of a store."""
+
+from __future__ import annotations
+
+import click
+
+from toolkit.cli.common import emit, no_runs_message, open_store, store_option, wide_option
+
+
+@click.group("runs", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the list as a JSON array (every field, full times).")
+@store_option
+@wide_option
+@click.pass_context
+def runs(ctx: click.Context, as_json: bool, store_dir: str | None) -> None:
+    """List, remove and rename the runs of the store."""
+    ctx.obj = {"store_dir": store_dir}
+    if ctx.invoked_subcommand is not None:
+        return
+    import polars as pl
+
+    from toolkit.inputs import dumps
+    from toolkit.run_list import list_runs
+
+    store = open_store(store_dir)
+    listed = list_runs(store)
+    if as_json:
+        click.echo(dumps(listed, indent=2, ensure_ascii=False))
+        return
+    if not listed:
+        click.echo(no_runs_message(store))
+        return
+    # The three case counts share one column so that the table fits 80 columns with the models in it.
+    cases = "cases"
+    frame = pl.DataFrame([{
+        "run_id": r["run_id"], "answer_model": r["answer_model"], "judges": r["judges"],
+        cases: "damaged" if r["damaged"] else f"{r['completed']} / {r['failed']} / {r['not_attempted']}",
+        "dataset": r["dataset"], "source": r["source"], "created": r["created"], "updated": r["updated"],
+    } for r in listed], schema={c: pl.String for c in ("run_id", "answer_model", "judges", cases, "dataset", "source",
+                                                        "created", "updated")})
+    emit(frame, "table", f"runs in {store.root}", optional=("created", "source", "dataset"))
+    click.echo("cases: completed / failed / not attempted, of the run's dataset")
+    for r in listed:
+        if r["damaged"]:
+            click.echo(f"{r['run_id']}: damaged: {r['damaged']}")
+        elif r["failure_causes"]:
+            causes = ", ".join(f"{c['cases']} × {c['cause']}: {c['first_message']}" for c in r["failure_causes"])
+            total = sum(c["cases"] for c in r["failure_causes"])
+            click.echo(f"{r['run_id']}: {total} case{'s' if total != 1 else ''} failed: {causes}")
+
+
+def _store(ctx: click.Context, store_dir: str | None):
+    return open_store(store_dir if store_dir is not None else (ctx.obj or {}).get("store_dir"))
+
+
+@runs.command("rm")
+@click.argument("run_ids", nargs=-1, required=True)
+@click.option("--yes", is_flag=True, help="Remove without asking.")
+@store_option
+@click.pass_context
+def rm_cmd(ctx: click.Context, run_ids: tuple[str, ...], yes: bool, store_dir: str | None) -> None:
+    """Remove runs (their answers, judgments and decisions); asks first unless --yes."""
+    from toolkit.run_list import removal_counts
+
+    store = _store(ctx, store_dir)
+    ids = list(dict.fromkeys(run_ids))
+    counts = {r: removal_counts(store, r) for r in ids}  # an unknown id stops here: nothing removed
+    for run_id, n in counts.items():
+        click.echo(f"run {run_id}: {n['answers']} answers, {n['judgments']} judgments, {n['decisions']} decisions")
+    if not yes:
+        what = f"{len(ids)} runs" if len(ids) > 1 else f"run {ids[0]!r}"
+        try:
+            confirmed = click.confirm(f"Remove {what} from {store.root}?", default=False)
+        except click.exceptions.Abort:
+            confirmed = False
+        if not confirmed:
+            click.echo("bedside: nothing removed", err=True)
+            raise click.exceptions.Exit(1)
+    for run_id in ids:
+        store.delete_run(run_id)
+        click.echo(f"removed {run_id}")
+
+
+@runs.command("rename")
+@click.argument("old")
+@click.argument("new")
+@store_option
+@click.pass_context
+def rename_cmd(ctx: click.Context, old: str, new: str, store_dir: str | None) -> None:
+    """Give a run another id (the new id must not exist)."""
+    store = _store(ctx, store_dir)
+    store.rename_run(old, new)
+    click.echo(f"renamed {old} to {new}")

@@ -1,0 +1,80 @@
+"""The runs of a store at a glance (``bedside runs``), and what removing one would remove.
+
+Counts come from ``toolkit.analysis.runs.run_facts`` (the same completed / failed / not-attempted
+cases the comparison shows) and failure causes from ``toolkit.failures``; nothing is recounted here.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from toolkit.analysis.runs import run_facts
+from toolkit.failures import failure_causes
+from toolkit.selection import JudgeSelection, per_case, read_runs
+from toolkit.store import Store
+from toolkit.tables import RUN_TABLES
+
+LIST_COLUMNS = ("run_id", "source", "answer_model", "judges", "dataset", "completed", "failed", "not_attempted",
+                "created", "updated")
+
+
+def list_runs(store: Store) -> list[dict]:
+    """One dict per run, in creation order: ``LIST_COLUMNS`` plus ``dataset_sha256`` (full), ``created_at``,
+    ``updated_at`` (full ISO times), ``judge_passes`` ({judge: [passes]}), ``failure_causes``
+    ([{cause, cases, first_message}]) and ``damaged`` (a damaged part file, else None; its counts are None)."""
+    ids = store.run_ids()
+    if not ids:
+        return []
+    damaged = store.damaged(ids)
+    readable = [r for r in ids if r not in damaged]
+    runs = store.read("runs", ids).unique("run_id", keep="last", maintain_order=True)
+    facts: dict[str, dict] = {}
+    judges: dict[str, dict[str, list[int]]] = {}
+    if readable:
+        data = read_runs(store, readable, texts=False)
+        selection = JudgeSelection()
+        facts = {r["run_id"]: r for r in run_facts(data, selection, per_case(data, selection)).iter_rows(named=True)}
+        passes = (data.judgments.group_by("run_id", "judge_model")
+                  .agg(pl.col("judge_pass").unique().sort()).sort("run_id", "judge_model"))
+        for run_id, judge, numbers in passes.iter_rows():
+            judges.setdefault(run_id, {})[judge] = list(numbers)
+    out = []
+    for run in runs.iter_rows(named=True):
+        run_id = run["run_id"]
+        fact = facts.get(run_id, {})
+        by_judge = judges.get(run_id, {})
+        if not by_judge and run["judge_model"]:
+            by_judge = {run["judge_model"]: []}
+        causes = failure_causes(store, run_id) if fact.get("failed") else []
+        out.append({
+            "run_id": run_id, "source": run["source"], "answer_model": run["answer_model"],
+            "judges": "; ".join(_judge_text(j, p) for j, p in by_judge.items()),
+            "dataset": run["dataset_sha256"][:12], "completed": fact.get("completed"), "failed": fact.get("failed"),
+            "not_attempted": fact.get("not_attempted"),
+            "created": _minute(run["created_at"]), "updated": _minute(run["updated_at"] or run["created_at"]),
+            "dataset_sha256": run["dataset_sha256"], "created_at": run["created_at"],
+            "updated_at": run["updated_at"] or run["created_at"], "judge_passes": by_judge,
+            "failure_causes": [{"cause": c.cause, "cases": c.cases, "first_message": c.first_message} for c in causes],
+            "damaged": damaged.get(run_id),
+        })
+    order = {r: i for i, r in enumerate(ids)}
+    return sorted(out, key=lambda r: order[r["run_id"]])
+
+
+def _judge_text(judge: str, passes: list[int]) -> str:
+    if not passes:
+        return f"{judge} (not judged)"
+    if passes == [1]:
+        return f"{judge} (1 pass)"
+    return f"{judge} ({len(passes)} passes: {','.join(map(str, passes))})"
+
+
+def _minute(iso: str | None) -> str:
+    """``2026-11-30T21:04:25.123+00:00`` -> ``2026-11-30 21:04`` (the stored times are UTC)."""
+    return "" if not iso else iso[:16].replace("T", " ")
+
+
+def removal_counts(store: Store, run_id: str) -> dict[str, int]:
+    """Rows a removal of the run takes away, by table (``answers``, ``judgments``, ``decisions``)."""
+    store.run(run_id)  # the store's one clear line for an unknown run
+    return {t: store.read(t, [run_id], columns=["run_id"]).height for t in RUN_TABLES if t != "runs"}
