@@ -78,3 +78,26 @@ def test_only_errors_and_all_cases_unmatched(tmp_path: Path, store: Store, publi
     assert out.read_bytes() == source.read_bytes()
     assert json.loads(summary.read_text()) == json.loads(Path(rm.summary_path(source)).read_text())
     assert summary.read_bytes() == Path(rm.summary_path(source)).read_bytes()
+
+
+def test_collected_rows_are_typed_like_the_reference(tmp_path: Path, store: Store, public_dataset) -> None:
+    """A collected run (no recorded numbers): every exported score and score_components is the JSON text the
+    reference's scoring writes for those decisions, the integer 0 where a points case matched nothing."""
+    import polars as pl
+
+    from tests.analysis_sim import simulate_decisions, write_rows
+
+    decisions = simulate_decisions(public_dataset, "c", skill=-1.5, seed=3, passes=2)
+    # Some cases where no item matched (points and F1 rubrics alike).
+    nothing = public_dataset.cases.group_by("benchmark").agg(pl.col("case_id").first())["case_id"].to_list()
+    decisions = decisions.with_columns(matched=pl.col("matched") & ~pl.col("case_id").is_in(nothing))
+    write_rows(store, public_dataset, "c", decisions)
+    out, _ = export_reference(store, "c", tmp_path / "c.jsonl")
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == len(public_dataset.raw_cases)
+    for row in rows:
+        case = public_dataset.case(row["case_id"])
+        score, components = rm.score_case(case, {d["item_id"]: d["matched"] for d in row["decisions"]})
+        assert json.dumps(row["score_components"]) == json.dumps(components), row["case_id"]
+        assert json.dumps(row["score"]) == json.dumps(score)
+    assert sum('"matched_signed_points": 0,' in line for line in out.read_text().splitlines()) >= 5
