@@ -99,12 +99,13 @@ def _check_row(where: str, row: dict, dataset: Dataset, seen: dict[str, Any], pr
         if value is None:
             continue
         if key == "protocol_version" and value != protocol.PROTOCOL_VERSION:
-            bad(key, f"{value!r} is not {protocol.PROTOCOL_VERSION!r}")
+            bad(key, f"{_shown(value)} is not {protocol.PROTOCOL_VERSION!r}")
         elif seen.setdefault(key, value) != value:
-            bad(key, f"{value!r} but earlier rows have {seen[key]!r}; the file mixes {key.replace('_', ' ')}s")
+            bad(key, f"{_shown(value)} but earlier rows have {_shown(seen[key])}; "
+                     f"the file mixes {key.replace('_', ' ')}s")
     benchmark = row.get("benchmark")
     if benchmark is not None and benchmark not in dataset.benchmarks:
-        bad("benchmark", f"unknown benchmark {benchmark!r}")
+        bad("benchmark", f"unknown benchmark {_shown(benchmark)}")
         return True
     try:
         case = dataset.case(case_id)
@@ -112,7 +113,7 @@ def _check_row(where: str, row: dict, dataset: Dataset, seen: dict[str, Any], pr
         return False
     for key in ("benchmark", "grading_method"):
         if row.get(key) is not None and row[key] != case[key]:
-            bad(key, f"{row[key]!r} but case {case_id} is {case[key]!r} in the dataset")
+            bad(key, f"{_shown(row[key])} but case {case_id} is {case[key]!r} in the dataset")
     is_success = "score" in row and not row.get("error")
     if not is_success:
         if not row.get("error"):
@@ -157,6 +158,11 @@ def _check_types(row: dict, bad) -> bool:
     return True
 
 
+def _shown(value: Any) -> str:
+    """A value quoted for a message, cut if long (a file can hold a megabyte where a name belongs)."""
+    return shorten(repr(value), 80)
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -188,11 +194,11 @@ def _check_decisions(where: str, decisions: Any, case: dict, bad) -> None:
             return
         item_id = dec["item_id"]
         if item_id not in rubric:
-            bad(f"decisions[{i}].item_id", f"{item_id!r} is not a rubric item of case {case['case_id']}")
+            bad(f"decisions[{i}].item_id", f"{_shown(item_id)} is not a rubric item of case {case['case_id']}")
         elif item_id in seen:
             bad(f"decisions[{i}].item_id", f"duplicate decision for {item_id}")
         elif "points" in dec and dec["points"] != rubric[item_id]:
-            bad(f"decisions[{i}].points", f"{dec['points']} but the rubric gives {rubric[item_id]}")
+            bad(f"decisions[{i}].points", f"{_shown(dec['points'])} but the rubric gives {rubric[item_id]}")
         seen.add(item_id)
     missing = [i for i in rubric if i not in seen]
     if missing:
