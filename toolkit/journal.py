@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -131,6 +132,7 @@ class RunJournal:
         self._path: Path | None = None
         self._lines = 0
         self.quarantined: dict[Path, int] = {}  # .bad file -> lines moved there by recover()
+        self._mutex = threading.Lock()
 
     def recover(self) -> int:
         """Materialise journals a crashed writer left behind; returns the rows recovered.
@@ -140,7 +142,7 @@ class RunJournal:
         """
         rows = 0
         for path in sorted(self.folder.glob("*.jsonl")):
-            rows += self._materialise(path)
+            rows += self.materialise(path)
         return rows
 
     def append(self, table: str, row: dict[str, Any]) -> None:
@@ -171,19 +173,32 @@ class RunJournal:
         self._lines += 1
 
     def checkpoint(self) -> None:
-        """Move what the journal holds into Parquet parts (readers see it from then on)."""
+        """Commit what the journal holds to the store (readers see it from then on)."""
+        path = self.rotate()
+        if path is not None:
+            self.materialise(path)
+
+    def rotate(self) -> Path | None:
+        """Close the journal file being appended to (later appends start a new one); its path, to be
+        ``materialise``d, possibly on another thread while the collector keeps appending."""
         if self._fd is None:
-            return
+            return None
         os.close(self._fd)
         path, self._fd, self._path, self._lines = self._path, None, None, 0
-        assert path is not None
-        self._materialise(path)
+        return path
+
+    def materialise(self, path: Path) -> int:
+        """Commit a closed journal file as one store transaction and remove it. One at a time per journal:
+        two commits of one run racing each other would each drop the other's write id from the run."""
+        with self._mutex:
+            return self._materialise(path)
 
     def close(self) -> None:
         """Checkpoint, then compact the run (one file per table, dead rows swept)."""
         self.checkpoint()
-        if self.store.has_run(self.run_id):
-            self.store.compact_run(self.run_id)
+        with self._mutex:  # after a checkpoint still committing on another thread
+            if self.store.has_run(self.run_id):
+                self.store.compact_run(self.run_id)
 
     def _materialise(self, path: Path) -> int:
         tag = path.stem

@@ -335,8 +335,10 @@ async def _drive(collectors: list[Collector], journals: list[RunJournal], pool: 
     async def checkpoints() -> None:
         while True:
             await asyncio.sleep(interval)
-            for journal in journals:
-                journal.checkpoint()
+            for journal in journals:  # the store commits on a thread: calls keep completing meanwhile
+                path = journal.rotate()
+                if path is not None:
+                    await asyncio.to_thread(journal.materialise, path)
             view.tick()
 
     async def everything() -> None:
