@@ -81,16 +81,21 @@ def test_analysis_commands_run_without_openai_and_aiohttp(tmp_path: Path, sample
         ["agreement", "--all", "--samples", "200", *common],
         ["sql", "SELECT count(*) AS n FROM runs", *common],
         ["export", "--run", "a", "--out", str(tmp_path / "out.jsonl"), *common],
+        ["runs", "--json", *common],
+        ["audit", str(tmp_path / "a.jsonl"), "--dataset", str(SAMPLE)],
     ]
     # every command's own --help too (the collectors' and the simulator's options need neither)
     helps = [[name, "--help"] for name in COMMANDS] + [["sim", "serve", "--help"]]
     result, out, err = _drive(["openai", "aiohttp"], analyses + helps, tmp_path)
     assert result["asked"] == [] and result["loaded"] == [], result
     # agreement needs two judge passes, which imported reference files do not have: it answers so, in one line
-    expected = [1 if argv[0] == "agreement" else 0 for argv in analyses] + [0] * len(helps)
+    # and audit exits 1 with a list of what the file (which has failed rows) disagrees on
+    expected = [1 if argv[0] in ("agreement", "audit") else 0 for argv in analyses] + [0] * len(helps)
     assert result["codes"] == expected, (result["codes"], err[-2000:])
-    assert err.strip() == ("bedside: error: agreement: no selected run has two or more judge passes or judges "
-                           "(runs: a, b)")
+    lines = err.strip().splitlines()
+    assert lines[0] == ("bedside: error: agreement: no selected run has two or more judge passes or judges "
+                        "(runs: a, b)")
+    assert all(line.startswith("bedside: audit: ") for line in lines[1:]) and len(lines) == 2, lines
 
 
 def test_listing_short_help_is_each_commands_own() -> None:
