@@ -1,9 +1,10 @@
 """Benchmark: collecting through a faulty provider, against the same provider with its timeouts alone.
 
 Run: python tests/perf/collect_faults.py [--cases 250] [--latency-ms 100] [--concurrency 32] [--hold-s 30]
-Starts ``bedside sim serve`` twice on the public split (250 cases) as a subprocess, each time collecting
-answers and one judge pass per case with the real collector and the CLI's default retry settings:
+Starts ``bedside sim serve`` three times on the public split (250 cases) as a subprocess, each time
+collecting answers and one judge pass per case with the real collector and the CLI's default retry settings:
 
+0. fault-free (for context);
 1. timeouts only: 2 % of calls held ``--hold-s`` seconds, then answered 504;
 2. every fault: the same timeouts plus 20 % 429 (Retry-After), 5 % 5xx and 5 % broken judge JSON.
 
@@ -79,7 +80,7 @@ def main() -> None:
           f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}")
     walls = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, faults in (("timeouts only", TIMEOUTS), ("every fault", EVERYTHING)):
+        for name, faults in (("fault-free", ()), ("timeouts only", TIMEOUTS), ("every fault", EVERYTHING)):
             result = one_run(Path(tmp) / name.replace(" ", "-"), dataset, dataset_path, n, args.latency_ms,
                              args.concurrency, args.hold_s, faults)
             walls[name] = result["wall"]
