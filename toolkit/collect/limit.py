@@ -65,7 +65,7 @@ class AdaptiveLimit:
         self.cuts = 0
         self.undone = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
-        self._probe: tuple[float, float, int] | None = None  # (window before the cut, share, calls) under test
+        self._probe: tuple[float, float] | None = None  # (window before the cut, its share) while a cut is tested
         self._new_generation()
 
     @property
@@ -142,15 +142,15 @@ class AdaptiveLimit:
     def _decide(self, share: float, calls: int) -> None:
         probe, self._probe = self._probe, None
         if share >= SURE_LIMIT:
-            self._cut(share, calls)
+            self._cut(share)
             return
         if probe is not None:
-            before_window, before_share, before_calls = probe
+            before_window, before_share = probe
             if share <= self.tolerance(calls, 1.0):
                 self.ceiling = before_window  # the cut brought 429s back to the background: a limit was there
                 return
             if share < before_share - 0.1:
-                self._cut(share, calls)  # the cut helped but not enough: go on
+                self._cut(share)  # the cut helped but not enough: go on
                 return
             # the 429s did not answer to the cut: not ours to fix, and part of the background from now on
             self.window = max(self.window, before_window)
@@ -160,7 +160,7 @@ class AdaptiveLimit:
             self._wake()
             return
         if share > self.tolerance(calls):
-            self._cut(share, calls)
+            self._cut(share)
             return
         self._learn(share)
         if self.window < self.maximum:
@@ -175,9 +175,9 @@ class AdaptiveLimit:
         """The background moves towards the share of a generation that says nothing about our own rate."""
         self.background = min(SURE_LIMIT, 0.8 * self.background + 0.2 * share)
 
-    def _cut(self, share: float, calls: int) -> None:
-        self._probe = (self.window, share, calls)
-        # Far over a limit only the calls that passed fit: go most of the way there at once (at most /4).
+    def _cut(self, share: float) -> None:
+        self._probe = (self.window, share)
+        # Far over a limit only about the calls that passed fit: go towards that at once (by half at most).
         factor = CUT if share < SURE_LIMIT else max(0.5, min(CUT, 1.5 * (1.0 - share)))
         self.window = max(float(self.floor), self.window * factor)
         self.cuts += 1
