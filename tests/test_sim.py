@@ -370,9 +370,27 @@ def test_config_refuses_non_loopback_and_bad_rates() -> None:
     assert SimConfig(host="::1").host == "::1"
 
 
+def test_token_bucket_rate_limit_refuses_at_once_with_the_wait_until_a_token(sample_dataset) -> None:
+    with SimServer(SimConfig(rate_limit_rps=4, rate_limit_burst=2, latency_ms=0)) as server:
+        c = client(server)
+        assert ask(c, "sim/strong", PROMPT) and ask(c, "sim/strong", PROMPT)  # the burst
+        started = time.monotonic()
+        with pytest.raises(openai.RateLimitError) as caught:
+            ask(c, "sim/strong", PROMPT)
+        assert time.monotonic() - started < 0.2  # refused at once, not after the latency
+        wait = float(caught.value.response.headers["retry-after"])
+        assert 0.1 <= wait <= 0.25 + 0.05 and caught.value.code == "rate_limit_exceeded"
+        time.sleep(wait)
+        assert ask(c, "sim/strong", PROMPT)  # a token is free again after the advertised wait
+        assert server.stats()["chat_completions"]["faults"]["rate_limit"] == 1
+    with pytest.raises(ValueError, match="rate_limit"):
+        SimConfig(rate_limit_rps=-1)
+
+
 def test_cli_serve_prints_url_and_serves_until_terminated() -> None:
     env = {**os.environ, "SIM_TEST_KEY": "cli-key"}
-    proc = subprocess.Popen([sys.executable, "-m", "toolkit", "sim", "serve", "--port", "0", "--api-key-env", "SIM_TEST_KEY"],
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit", "sim", "serve", "--port", "0", "--api-key-env", "SIM_TEST_KEY",
+                             "--rate-limit-rps", "100", "--rate-limit-burst", "5"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         url = proc.stdout.readline().strip()
