@@ -174,15 +174,36 @@ def _as(run_id: str, item: dict) -> dict:
     return {run_id: item}
 
 
-def test_a_replace_that_fails_late_keeps_the_old_run(inputs, clean, tmp_path: Path) -> None:
+@pytest.mark.parametrize("failing_commit", [1, 3, 4])  # answers, decisions, the runs commit
+def test_a_replace_that_fails_late_keeps_the_old_run(inputs, clean, tmp_path: Path, monkeypatch,
+                                                     failing_commit: int) -> None:
+    import deltalake
+
     st = tmp_path / "store"
     assert bedside("import", inputs["f0"], "--run-id", "f0", "--store", st)[0] == 0
     version = Store.open(st).version()
+    # A file whose last row cannot be stored (a lone surrogate in an answer): refused with one line.
     code, _, err = bedside("import", inputs["late"], "--run-id", "f0", "--replace", "--store", st)
     lines = err.strip().splitlines()
     assert code == 1 and len(lines) == 1 and lines[0].startswith("bedside: error:") and "Traceback" not in err, err
+    # A disk that fills up at a data commit or at the runs commit of a valid replace: one line too.
+    real, calls = deltalake.write_deltalake, []
+
+    def full_disk(*args, **kwargs):
+        calls.append(args[0])
+        if len(calls) == failing_commit:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(deltalake, "write_deltalake", full_disk)
+    code, _, err = bedside("import", inputs["f1"], "--run-id", "f0", "--replace", "--store", st)
+    monkeypatch.setattr(deltalake, "write_deltalake", real)
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1 and "No space left" in lines[0] and "Traceback" not in err, err
     assert Store.open(st).version() == version  # no runs commit: the old run stands as it was
     check_store(st, {"f0": clean["f0"]})
+    assert bedside("import", inputs["f1"], "--run-id", "f0", "--replace", "--store", st)[0] == 0
+    check_store(st, _as("f0", clean["f1"]))
 
 
 @pytest.fixture(scope="module")
