@@ -10,10 +10,8 @@ import polars as pl
 from toolkit.bootstrap import BootstrapSettings
 from toolkit.cli.common import (CommandError, Interrupted, dataset_option, emit, format_option, open_store,
                                 selected_runs, store_option, wide_option)
-from toolkit.dataset import load_dataset
 from toolkit.inputs import dumps, finite_or_none
 from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED
-from toolkit.reference import export_reference, import_reference
 from toolkit.selection import JudgeSelection
 from toolkit.summary import SummaryOptions, summarize
 
@@ -39,6 +37,9 @@ def bootstrap_options(func):
 @dataset_option
 def import_cmd(file: str, run_id: str | None, replace: bool, store_dir: str | None, dataset_path: str | None) -> None:
     """Import a reference-runner result file (JSONL) as a run."""
+    from toolkit.dataset import load_dataset  # (import and export only: summary and sql never load jsonschema)
+    from toolkit.reference import import_reference
+
     store = open_store(store_dir)
     report = import_reference(store, file, load_dataset(dataset_path), run_id, replace)
     click.echo(f"imported {report.run_id}: {report.rows} rows, {report.completed_cases} completed cases, "
@@ -55,6 +56,8 @@ def import_cmd(file: str, run_id: str | None, replace: bool, store_dir: str | No
 @store_option
 def export_cmd(run_id: str, out: str, store_dir: str | None) -> None:
     """Write a run as reference-format JSONL plus <out>.summary.json."""
+    from toolkit.reference import export_reference
+
     rows, summary = export_reference(open_store(store_dir), run_id, out)
     click.echo(f"wrote {rows} and {summary}")
 
