@@ -280,3 +280,14 @@ def test_a_store_of_the_plain_parquet_layout_gets_one_clear_line(tmp_path: Path)
     pl.DataFrame({"run_id": ["r"]}).write_parquet(old / "part-000000000000-abcd.parquet")
     with pytest.raises(StoreError, match="older bedside"):
         Store.open(tmp_path / "old").run_ids()
+
+
+def test_a_store_removed_and_written_again_in_one_process_reads_its_new_rows(tmp_path: Path) -> None:
+    import shutil
+
+    for answer in ("first", "second"):
+        store = Store.open(tmp_path / "st")
+        _new_run(store, "r")
+        store.write("answers", "r", [{**_answer("r", "c0", 0), "answer": answer}])
+        assert store.read("answers")["answer"].to_list() == [answer]
+        shutil.rmtree(tmp_path / "st")

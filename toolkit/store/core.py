@@ -31,7 +31,7 @@ from toolkit.store.paths import StoreError, default_store_path, safe_segment
 from toolkit.tables import DATASET_TABLES, RUN_TABLES, TABLES, to_arrow
 
 _SNAPSHOT_TRIES = 8
-_RUNS: dict[tuple[str, int], pa.Table] = {}  # (runs table, version) -> its rows: a committed version never changes
+_RUNS: dict[tuple, pa.Table] = {}  # (runs table, version) -> its rows: a committed version never changes
 
 
 def _part(run_id: str) -> str:
@@ -84,7 +84,7 @@ class Store:
         version = self.pinned if self.pinned is not None else delta.latest_version(path)
         if version is None:
             return _Snapshot(None, delta.empty("runs"), None)
-        key = (str(path), version)
+        key = delta.version_key(path, version)
         if key not in _RUNS:
             try:
                 actions = delta.actions_at(path, version)

@@ -125,12 +125,22 @@ def latest_version(path: Path) -> int | None:
     return max(versions, default=None)
 
 
-_ACTIONS: dict[tuple[str, int], pa.Table] = {}  # (table path, version) -> its add actions (immutable once committed)
+def version_key(path: Path, version: int) -> tuple:
+    """A cache key of one committed version: the table, the version and its log file's identity (a store
+    deleted and written again in this process reuses version numbers, not log files)."""
+    try:
+        info = os.stat(path / "_delta_log" / f"{version:020d}.json")
+        return (str(path), version, info.st_ino, info.st_mtime_ns)
+    except FileNotFoundError:  # cleaned up after a checkpoint: the version is old and settled
+        return (str(path), version)
+
+
+_ACTIONS: dict[tuple, pa.Table] = {}  # (table path, version) -> its add actions (immutable once committed)
 
 
 def actions_at(path: Path, version: int) -> pa.Table:
     """The add actions of a committed version, cached in this process (versions never change)."""
-    key = (str(path), version)
+    key = version_key(path, version)
     if key not in _ACTIONS:
         if len(_ACTIONS) > 256:
             _ACTIONS.clear()
