@@ -7,16 +7,7 @@ files lie.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from toolkit.store.core import Store
 from toolkit.store.paths import StoreError, default_store_path, safe_segment
 
 __all__ = ["Store", "StoreError", "default_store_path", "safe_segment"]
-
-
-def __getattr__(name: str) -> Path:
-    # Kept for callers written before default_store_path(): resolved when asked, from the current directory.
-    if name == "DEFAULT_STORE":
-        return default_store_path()
-    raise AttributeError(name)
