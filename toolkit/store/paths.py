@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import os
 import re
@@ -36,3 +37,13 @@ def safe_segment(run_id: str) -> str:
     if len(encoded) > _MAX_SEGMENT:
         encoded = f"{encoded[:80]}~{hashlib.sha256(run_id.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}"
     return encoded
+
+
+def part_of(run_id: str) -> str:
+    """A run's partition value: its safe segment with '.' for '%' (injective still: segments hold no '.'),
+    so Delta's own escaping of '%' does not double up in the directory names."""
+    return safe_segment(run_id).replace("%", ".")
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
