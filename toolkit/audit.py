@@ -9,6 +9,7 @@ order their first successful row fixed, only cases of the dataset.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import os
@@ -74,15 +75,26 @@ class AuditReport:
 
 
 class _Found:
-    """Problems as they are found, the first ``limit`` kept."""
+    """Problems as the checks find them; the first ``limit`` in file order are kept (line by line, then those
+    about the whole file, then the summary's, each group in the order found), all are counted."""
 
     def __init__(self, limit: int):
-        self.limit, self.items, self.count = limit, [], 0
+        self.limit, self.count = limit, 0
+        self._heap: list[tuple[tuple[int, int, int], AuditProblem]] = []  # max-heap on the negated order key
 
     def add(self, file: str, line: int | None, fld: str, message: str) -> None:
         self.count += 1
-        if len(self.items) < self.limit:
-            self.items.append(AuditProblem(file, line, fld, message))
+        summary = file.endswith(".summary.json")
+        key = (2 if summary else 1 if line is None else 0, line or 0, self.count)
+        entry = ((-key[0], -key[1], -key[2]), AuditProblem(file, line, fld, message))
+        if len(self._heap) < self.limit:
+            heapq.heappush(self._heap, entry)
+        elif entry[0] > self._heap[0][0]:
+            heapq.heapreplace(self._heap, entry)
+
+    @property
+    def items(self) -> list[AuditProblem]:
+        return [p for _, p in sorted(self._heap, reverse=True)]
 
 
 def summary_path_of(path: Path) -> Path:
