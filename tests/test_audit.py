@@ -185,8 +185,13 @@ def test_bad_lines_do_not_stop_the_audit(tmp_path: Path, public_dataset, clean) 
     with open(path, "a", encoding="utf-8") as handle:
         handle.write("not json\n[1]\n")
     rm.write_rows(path, [{**clean[3], "score": 2}])
+    with open(path, "ab") as binary:
+        binary.write(b'{"case_id": "\xff"}\n')
+    rm.write_rows(path, clean[4:5])
     lines = _lines(path, public_dataset)
-    assert lines[:3] == [f"{path}:4: column 1: line is not JSON: Expecting value",
+    assert lines[:5] == [f"{path}:4: column 1: line is not JSON: Expecting value",
                          f"{path}:5: row: must be a JSON object",
-                         f"{path}:6: score: 2 is outside [0, 1]"]
-    assert any(":6: score: 2 but the decisions give" in x for x in lines)
+                         f"{path}:6: score: 2 is outside [0, 1]",
+                         f"{path}:6: score: 2 but the decisions give {clean[3]['score']!r}",
+                         f"{path}:7: encoding: not UTF-8 (byte 13)"]
+    assert not any(":8:" in x for x in lines)  # the line after the bad byte is read and clean

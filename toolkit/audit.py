@@ -158,11 +158,16 @@ def _read_rows(path: Path, found: _Found) -> list[tuple[int, dict]]:
     """(line number, row) of every line that is a JSON object; the others are problems."""
     try:
         with open_regular(path, RESULT_FILE_LIMIT) as handle:
-            text = decode_utf8(handle.read(), str(path))
+            data = handle.read()
     except OSError as error:
         raise InputError(str(path), "file", error.strerror or str(error)) from None
     rows = []
-    for number, line in enumerate(text.split("\n"), start=1):  # LF only, as the runner reads it
+    for number, raw in enumerate(data.split(b"\n"), start=1):  # LF only, as the runner reads it
+        try:  # line by line: one bad byte costs its line, not the audit
+            line = decode_utf8(raw, str(path))
+        except InputError as error:
+            found.add(str(path), number, error.field, error.message)
+            continue
         if not line.strip():
             continue
         try:
