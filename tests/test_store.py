@@ -240,7 +240,7 @@ def test_schema_docs_are_generated_from_the_definitions() -> None:
     assert doc == markdown() + "\n", "run: python -m toolkit.tables"
 
 
-@pytest.mark.parametrize("where,crash_at", [("overwrite", 1), ("overwrite", 2), ("overwrite", 3), ("delete", 1)])
+@pytest.mark.parametrize("where,crash_at", [("commit", 1), ("commit", 2), ("commit", 3), ("delete", 1)])
 def test_a_crash_at_any_commit_of_a_replace_leaves_the_old_run_or_the_new_one(store: Store, monkeypatch, where: str,
                                                                                crash_at: int) -> None:
     from toolkit.store import delta
@@ -249,21 +249,27 @@ def test_a_crash_at_any_commit_of_a_replace_leaves_the_old_run_or_the_new_one(st
     store.commit_run("r", {"answers": [_answer("r", "old", 0)], "decisions": []})
     store.commit_run("r", {"judgments": [{"run_id": "r", "case_id": "old", "judge_model": "j", "judge_pass": 1,
                                           "attempt": 1, "seq": 1}]})
-    real, calls = getattr(delta, where), []
+    calls = []
 
-    def dying(*args, **kwargs):  # the process dies at the crash_at-th commit of this kind
-        calls.append(args)
-        if len(calls) == crash_at:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
+    def dying(real):
+        def call(*args, **kwargs):  # the process dies at the crash_at-th commit of this kind
+            calls.append(args)
+            if len(calls) == crash_at:
+                raise KeyboardInterrupt
+            return real(*args, **kwargs)
+        return call
 
-    monkeypatch.setattr(delta, where, dying)
+    kinds = ("append", "overwrite") if where == "commit" else ("delete",)
+    originals = {k: getattr(delta, k) for k in kinds}
+    for kind in kinds:
+        monkeypatch.setattr(delta, kind, dying(originals[kind]))
     new = {"answers": [_answer("r", "new", 0)],
            "judgments": [{"run_id": "r", "case_id": "new", "judge_model": "j", "judge_pass": 1, "attempt": 1,
                           "seq": 1}]}
     with pytest.raises(KeyboardInterrupt):
         store.commit_run("r", new, _run_row("r"), replace=True)
-    monkeypatch.setattr(delta, where, real)
+    for kind in kinds:
+        monkeypatch.setattr(delta, kind, originals[kind])
     state = {t: store.read(t)["case_id"].to_list() for t in ("answers", "judgments")}
     # data commits (1, 2) and the runs commit (3) are all-or-nothing; a death in the sweep after it keeps the new run
     expected = "new" if where == "delete" else "old"

@@ -257,7 +257,10 @@ class Store(RunManagement):
             for table, frame in frames.items():
                 frame = frame.append_column(WRITE_ID, pa.array([wid] * frame.num_rows, pa.string()))
                 frame = frame.append_column(PART, pa.array([seg] * frame.num_rows, pa.string()))
-                delta.overwrite(self._path(table), table, frame, f"{PART} = '{seg}' AND {WRITE_ID} = '{wid}'")
+                if write_id is None:  # a fresh id: nothing to replace, a plain append is the same and cheaper
+                    delta.append(self._path(table), table, frame)
+                else:  # a given id may be a replay (a journal recovered after a crash): replace, never duplicate
+                    delta.overwrite(self._path(table), table, frame, f"{PART} = '{seg}' AND {WRITE_ID} = '{wid}'")
                 wrote = True
             live = [] if replace or current is None else json.loads(current["write_ids"] or "[]")
             if wrote and wid not in live:
