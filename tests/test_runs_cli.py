@@ -114,3 +114,20 @@ def test_rename_keeps_the_data_and_refuses_an_existing_id(two_runs, capsys) -> N
     assert json.loads(capsys.readouterr().out)["sim/renamed"] == summary
     assert main(["runs", "--store", store, "--json"]) == 0
     assert {r["run_id"] for r in json.loads(capsys.readouterr().out)} == {"sim/renamed", "b"}
+
+
+def test_list_a_collected_run_with_two_judges_and_passes(tmp_path: Path, sample_dataset, capsys) -> None:
+    from tests.analysis_sim import write_run
+    from toolkit.store import Store
+
+    store = Store.open(tmp_path / "st")
+    failed = frozenset(c["case_id"] for c in sample_dataset.raw_cases[:3])
+    write_run(store, sample_dataset, "multi", skill=0.5, seed=1, passes=2, extra_judges=(("judge-y", 0.1),),
+              failed=failed)
+    assert main(["runs", "--store", str(store.root), "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["judges"] == "judge-x (2 passes: 1,2); judge-y (1 pass)"
+    assert row["judge_passes"] == {"judge-x": [1, 2], "judge-y": [1]}
+    assert (row["source"], row["completed"], row["failed"], row["not_attempted"]) == (
+        "collected", len(sample_dataset.raw_cases) - 3, 3, 0)
+    assert row["failure_causes"] == [{"cause": "APIStatusError", "cases": 3, "first_message": "simulated failure"}]
