@@ -38,7 +38,7 @@ def runs(ctx: click.Context, as_json: bool, store_dir: str | None) -> None:
         "dataset": r["dataset"], "source": r["source"], "created": r["created"], "updated": r["updated"],
     } for r in listed], schema={c: pl.String for c in ("run_id", "answer_model", "judges", cases, "dataset", "source",
                                                         "created", "updated")})
-    emit(frame, "table", f"runs in {store.root}", optional=("created", "source", "dataset"))
+    emit(frame, "table", f"runs in {store.root}", optional=("created", "source", "dataset", "updated"))
     click.echo("cases: completed / failed / not attempted, of the run's dataset")
     for r in listed:
         if r["damaged"]:
