@@ -195,3 +195,20 @@ def test_bad_lines_do_not_stop_the_audit(tmp_path: Path, public_dataset, clean) 
                          f"{path}:6: score: 2 but the decisions give {clean[3]['score']!r}",
                          f"{path}:7: encoding: not UTF-8 (byte 13)"]
     assert not any(":8:" in x for x in lines)  # the line after the bad byte is read and clean
+
+
+def test_an_exported_collected_run_audits_clean(tmp_path: Path, store, sample_dataset) -> None:
+    """Export and audit agree: a collected run (two judges, two passes, failed cases) written by ``export``
+    has nothing wrong but the cases that failed."""
+    from tests.analysis_sim import write_run
+    from toolkit.reference import export_reference
+
+    failed = [c["case_id"] for c in sample_dataset.raw_cases[:2]]
+    write_run(store, sample_dataset, "c", skill=0.3, seed=5, passes=2, extra_judges=(("judge-y", 0.2),),
+              failed=frozenset(failed))
+    out, summary = export_reference(store, "c", tmp_path / "c.jsonl")
+    report = audit_file(out, sample_dataset)
+    assert report.summary_path == str(summary)
+    assert [str(p) for p in report.problems] == [
+        f"{out}: case_id: case {c} ({sample_dataset.case(c)['benchmark']}) of the dataset has no successful row; "
+        f"its last row (line {i + 1}) is an error" for i, c in enumerate(failed)]
