@@ -297,3 +297,28 @@ def test_a_store_removed_and_written_again_in_one_process_reads_its_new_rows(tmp
         store.write("answers", "r", [{**_answer("r", "c0", 0), "answer": answer}])
         assert store.read("answers")["answer"].to_list() == [answer]
         shutil.rmtree(tmp_path / "st")
+
+
+def test_read_runs_frames_come_from_one_commit(store: Store, sample_dataset, monkeypatch) -> None:
+    """A replace committed while read_runs goes table by table must not mix the old answers with the new
+    judgments: the frames are read again as of the version the reading began at."""
+    from toolkit.selection import read_runs
+
+    store.write_dataset(sample_dataset)
+    case = sample_dataset.cases["case_id"][0]
+    store.commit_run("r", {"answers": [_answer("r", case, 0)]}, {**_run_row("r"), "dataset_sha256": sample_dataset.sha256})
+    judgment = {"run_id": "r", "case_id": case, "judge_model": "j", "judge_pass": 1, "attempt": 1, "answer_attempt": 1,
+                "seq": 1}
+    real_read = Store.read
+    def read_then_replace(self: Store, table: str, *args, **kwargs):
+        out = real_read(self, table, *args, **kwargs)
+        if table == "answers" and self.pinned is None:
+            monkeypatch.setattr(Store, "read", real_read)
+            store.commit_run("r", {"answers": [_answer("r", case, 1)], "judgments": [judgment]},
+                             {**_run_row("r"), "dataset_sha256": sample_dataset.sha256}, replace=True)
+        return out
+    monkeypatch.setattr(Store, "read", read_then_replace)
+    data = read_runs(store, ["r"])
+    assert data.answers["seq"].to_list() == [0] and data.judgments.is_empty()
+    fresh = read_runs(store, ["r"])
+    assert fresh.answers["seq"].to_list() == [1] and fresh.judgments["seq"].to_list() == [1]

@@ -38,8 +38,18 @@ _TEXT_COLUMNS = {"answers": ("answer",), "judgments": ("raw_reply", "reported_co
 def read_runs(store: Store, run_ids: list[str], texts: bool = True) -> RunData:
     """The stored rows of these runs and their datasets; ``texts=False`` leaves out answer and reply texts.
 
-    A run id given twice is read once (first occurrence order)."""
+    A run id given twice is read once (first occurrence order). The tables are read one by one; when a
+    commit landed meanwhile they are read again as of the store version the reading began at, so the
+    frames always come from one commit."""
     run_ids = list(dict.fromkeys(run_ids))
+    version = store.version()
+    data = _read_tables(store, run_ids, texts)
+    if store.pinned is None and version is not None and store.version() != version:
+        data = _read_tables(Store.open(store.root, version=version), run_ids, texts)
+    return data
+
+
+def _read_tables(store: Store, run_ids: list[str], texts: bool) -> RunData:
     runs = store.read("runs", run_ids).unique("run_id", keep="last", maintain_order=True)
     unknown = [r for r in run_ids if r not in set(runs["run_id"])]
     if unknown:
