@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "summarize": "toolkit.summary",
     # reference interop
     "import_reference": "toolkit.reference",
+    "import_many": "toolkit.reference",
     "export_reference": "toolkit.reference",
     "audit_file": "toolkit.audit",
     "AuditReport": "toolkit.audit",

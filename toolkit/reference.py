@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,6 +243,49 @@ def import_reference(store: Store, path: str | Path, dataset: Dataset, run_id: s
     completed = len({r["case_id"] for _, r in kept if "score" in r and not r.get("error")})
     return ImportReport(run_id, len(rows), completed, sum(1 for _, r in kept if r.get("error")),
                         len(rows) - len(kept), disagreements)
+
+
+@dataclass(frozen=True)
+class ImportFailure:
+    path: Path
+    message: str  # one line, starting with the file's path
+
+
+def result_files(args: list[str]) -> list[Path]:
+    """The files a bulk import reads: a directory gives its *.jsonl (sorted; a *.summary.json is not a
+    result file), a pattern that is not itself a file is expanded here (quoted, the shell left it)."""
+    files: list[Path] = []
+    for arg in args:
+        path = Path(arg)
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.jsonl") if p.is_file())
+            what = "no *.jsonl result file in this directory"
+        elif not path.exists() and any(c in arg for c in "*?["):
+            found = sorted(Path(p) for p in glob.glob(arg) if not p.endswith(".summary.json") and Path(p).is_file())
+            what = "no result file matches this pattern"
+        else:
+            found, what = [path], ""
+        if not found:
+            raise ImportError_([Problem(arg, "file", what)])
+        files += found
+    return files
+
+
+def import_many(store: Store, paths: list[str | Path], dataset: Dataset, replace: bool = False,
+                run_id: str | None = None) -> list[ImportReport | ImportFailure]:
+    """One import (one store commit) per file, in order; a bad file becomes an ImportFailure and the
+    others go on (their commits stand). ``run_id`` names the run of a single file only."""
+    if run_id is not None and len(paths) > 1:
+        raise ValueError(f"--run-id: names one run but {len(paths)} files were given (drop it: each run is named "
+                         "after its file)")
+    results: list[ImportReport | ImportFailure] = []
+    for path in map(Path, paths):
+        try:
+            results.append(import_reference(store, path, dataset, run_id, replace))
+        except (ValueError, OSError, StoreError) as error:  # ImportError_ is a ValueError
+            line = (str(error).splitlines() or [type(error).__name__])[0]
+            results.append(ImportFailure(path, line if line.startswith(str(path)) else f"{path}: {line}"))
+    return results
 
 
 def _tables(run_id: str, kept: list[tuple[int, dict]]) -> dict[str, Any]:

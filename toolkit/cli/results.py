@@ -30,18 +30,44 @@ def bootstrap_options(func):
 
 
 @click.command("import")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--run-id", default=None, help="Run id (default: the file name without .jsonl).")
 @click.option("--replace", is_flag=True, help="Replace an existing run with this id.")
 @store_option
 @dataset_option
-def import_cmd(file: str, run_id: str | None, replace: bool, store_dir: str | None, dataset_path: str | None) -> None:
-    """Import a reference-runner result file (JSONL) as a run."""
-    from toolkit.dataset import load_dataset  # (import and export only: summary and sql never load jsonschema)
-    from toolkit.reference import import_reference
+def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, store_dir: str | None,
+               dataset_path: str | None) -> None:
+    """Import reference-runner result files (JSONL) as runs, one store commit per file.
 
+    FILES: files, a directory (its *.jsonl) or a quoted glob; each run is named after its file."""
+    from pathlib import Path
+
+    from toolkit.dataset import load_dataset  # (import and export only: summary and sql never load jsonschema)
+    from toolkit.reference import ImportFailure, import_many, import_reference, result_files
+
+    single = len(files) == 1 and not Path(files[0]).is_dir() and (
+        Path(files[0]).exists() or not any(c in files[0] for c in "*?["))
+    paths = [Path(files[0])] if single else result_files(list(files))
+    if run_id is not None and len(paths) > 1:
+        raise CommandError([f"--run-id: names one run but {len(paths)} files were given "
+                            "(drop it: each run is named after its file)"])
     store = open_store(store_dir)
-    report = import_reference(store, file, load_dataset(dataset_path), run_id, replace)
+    dataset = load_dataset(dataset_path)
+    if single:  # one file: its failure is the command's (exactly as before bulk import)
+        _print_report(import_reference(store, paths[0], dataset, run_id, replace), paths[0])
+        return
+    failed = 0
+    for path, result in zip(paths, import_many(store, paths, dataset, replace, run_id)):
+        if isinstance(result, ImportFailure):
+            failed += 1
+            click.echo(f"bedside: error: {result.message}", err=True)
+        else:
+            _print_report(result, path)
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+def _print_report(report, file) -> None:
     click.echo(f"imported {report.run_id}: {report.rows} rows, {report.completed_cases} completed cases, "
                f"{report.error_rows} error rows" + (f", {report.skipped_rows} rows of cases outside the dataset skipped"
                                                     if report.skipped_rows else ""))

@@ -1,0 +1,76 @@
+"""Bulk import: many result files in one process, one store commit per file; a bad file names itself and
+the other files' runs stand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests import reference_model as rm
+from toolkit.cli import main
+from toolkit.store import Store
+
+
+def _files(root: Path, sample_dataset) -> dict[str, int]:
+    """Three good result files and one bad one in root (plus a summary that is not a result file);
+    {run id: rows} of the good ones."""
+    root.mkdir()
+    counts = {}
+    for seed, name in enumerate(["alpha", "beta", "gamma"], start=1):
+        rows = rm.make_rows(list(sample_dataset.raw_cases), seed=seed, error_rate=0.1)[: 3 + seed]
+        (root / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        counts[name] = len(rows)
+    (root / "bad.jsonl").write_text('{"case_id": "x"}\nnot json\n')
+    (root / "alpha.summary.json").write_text("{}")
+    return counts
+
+
+def _runs(store: Path) -> dict[str, int]:
+    """{run id: rows the store says it imported} from the runs table."""
+    data = Store.open(store)
+    return {run: json.loads(data.run(run)["settings"])["rows"] for run in data.run_ids()}
+
+
+@pytest.mark.parametrize("how", ["dir", "glob", "list"])
+def test_three_good_one_bad(tmp_path: Path, sample_dataset, capsys, how: str) -> None:
+    counts = _files(tmp_path / "results", sample_dataset)
+    root = tmp_path / "results"
+    args = {"dir": [str(root)], "glob": [str(root / "*.jsonl")],
+            "list": [str(root / f"{n}.jsonl") for n in ["alpha", "bad", "beta", "gamma"]]}[how]
+    store = tmp_path / "store"
+    code = main(["import", *args, "--store", str(store)])
+    out, err = capsys.readouterr()
+    assert code == 1
+    errors = [line for line in err.splitlines() if line.startswith("bedside: error: ")]
+    assert len(errors) == 1 and errors[0].startswith(f"bedside: error: {root / 'bad.jsonl'}:"), err
+    assert [line.split(":")[0] for line in out.splitlines()] == ["imported alpha", "imported beta", "imported gamma"]
+    assert {run: f"{counts[run]} rows" in out for run in counts} == dict.fromkeys(counts, True)
+    assert _runs(store) == counts
+
+
+def test_run_id_with_two_files_is_refused(tmp_path: Path, sample_dataset, capsys) -> None:
+    _files(tmp_path / "results", sample_dataset)
+    store = tmp_path / "store"
+    code = main(["import", str(tmp_path / "results" / "alpha.jsonl"), str(tmp_path / "results" / "beta.jsonl"),
+                 "--run-id", "x", "--store", str(store)])
+    err = capsys.readouterr().err
+    assert code == 1 and err.splitlines() == [err.splitlines()[0]] and "--run-id" in err, err
+    assert not store.exists() or not Store.open(store).run_ids()
+
+
+def test_an_existing_run_fails_that_file_only(tmp_path: Path, sample_dataset, capsys) -> None:
+    _files(tmp_path / "results", sample_dataset)
+    root, store = tmp_path / "results", str(tmp_path / "store")
+    assert main(["import", str(root / "beta.jsonl"), "--store", store]) == 0
+    capsys.readouterr()
+    code = main(["import", str(root / "alpha.jsonl"), str(root / "beta.jsonl"), str(root / "gamma.jsonl"),
+                 "--store", store])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert err.splitlines() == [line for line in err.splitlines() if "beta.jsonl" in line] and len(err.splitlines()) == 1
+    assert "exists" in err and "imported alpha" in out and "imported gamma" in out
+    assert set(_runs(Path(store))) == {"alpha", "beta", "gamma"}
+    assert main(["import", str(root), "--replace", "--store", store]) == 1  # bad.jsonl still bad
+    assert capsys.readouterr().out.count("imported ") == 3
