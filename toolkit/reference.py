@@ -219,7 +219,7 @@ def import_reference(store: Store, path: str | Path, dataset: Dataset, run_id: s
         raise ImportError_(problems)
     if not kept:
         raise ImportError_([Problem(str(path), "case_id", f"no row is a case of the dataset {dataset.source} "
-                                                          f"(sha256 {dataset.sha256[:12]}); pass --dataset")])
+                                                          f"(sha256 {dataset.sha256[:12]}); pass the --dataset these results were graded on")])
     with store.lock(run_id):  # a second writer of this run (import, run, judge, rm) is refused
         if store.has_run(run_id) and not replace:
             raise StoreError(f"{store.root}: run {run_id!r} exists (choose another --run-id or pass --replace)")
