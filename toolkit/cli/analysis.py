@@ -8,7 +8,6 @@ section as plain CSV when ``--section`` names it, else every section after a
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Callable
 
@@ -20,6 +19,7 @@ from toolkit.analysis import (AgreementOptions, CompareOptions, HarmOptions, Ite
 from toolkit.analysis.harms import BOTH, NOTE as HARM_NOTE
 from toolkit.analysis.pairs import METHOD_NOTE as PAIRED_METHOD_NOTE
 from toolkit.analysis.paired import small_sample_note
+from toolkit.inputs import dumps
 from toolkit.cli.common import (CommandError, echo_wrapped, emit, format_option, open_store, selected_runs,
                                 store_option)
 from toolkit.cli.results import bootstrap_options, selection_options
@@ -67,7 +67,7 @@ def emit_sections(sections: dict[str, pl.DataFrame], fmt: str, section: str | No
     chosen = {section: sections[section]} if section else sections
     clean = {name: frame.with_columns(pl.col(pl.Float64).fill_nan(None)) for name, frame in chosen.items()}
     if fmt == "json":
-        click.echo(json.dumps({"notes": notes, **{n: f.to_dicts() for n, f in clean.items()}}, indent=2, default=str))
+        click.echo(dumps({"notes": notes, **{n: f.to_dicts() for n, f in clean.items()}}, indent=2, default=str))
         return
     if fmt == "csv":
         for note in notes:

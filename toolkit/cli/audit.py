@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
 from toolkit.audit import audit_file
+from toolkit.inputs import dumps
 
 
 @click.command("audit")
@@ -20,7 +19,7 @@ def audit_cmd(file: str, dataset_path: str, as_json: bool, limit: int) -> None:
     """Check a reference result file and its summary against the rubric and dataset; list every disagreement."""
     report = audit_file(file, dataset_path, limit=limit)
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        click.echo(dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
         for problem in report.problems:
             click.echo(str(problem))
