@@ -14,7 +14,7 @@ from toolkit.collect.judge import case_to_judge
 from toolkit.collect.plan import ensure_run
 from toolkit.collect.progress import PlainView, RichView, Tracker, View
 from toolkit.collect.runner import CollectJob, collect
-from toolkit.collect.settings import CollectSettings, Endpoint
+from toolkit.collect.settings import CollectSettings, Endpoint, RetryPolicy
 from toolkit.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
 from toolkit.store import Store
@@ -28,8 +28,10 @@ def rate_limited_run(store: Path, views: Any) -> None:
     dataset = load_dataset(None)
     with SimServer(SimConfig(rate_429=0.5, retry_after_s=0.3, latency_ms=20, seed=4)) as sim:
         endpoint = Endpoint("sim", sim.base_url, ())
+        # Half the calls get a 429: the reference's 6 attempts would run out for some call in a few % of runs
+        # (0.5^6 per call); this test is about the progress line, so it allows more attempts.
         settings = CollectSettings("r", "sim/strong", "sim/judge", endpoint, endpoint, concurrency=8,
-                                   checkpoint_s=0.05)
+                                   checkpoint_s=0.05, retry=RetryPolicy(max_attempts=30))
         job = CollectJob(settings, tuple(case_to_judge(c) for c in dataset.raw_cases[:10]))
         [report] = collect(Store.open(store), [job], views, prepare=lambda s, j: ensure_run(s, j.settings,
                                                                                             dataset.sha256))
