@@ -99,3 +99,14 @@ def test_csv_and_json_do_not_depend_on_the_width(store_dir: Path, monkeypatch: p
         args = ("compare", "--all", "--store", store_dir, "--format", fmt, "--samples", "200")
         narrow, wide = at(80, monkeypatch, *args), at(200, monkeypatch, *args)
         assert narrow == wide and "wilcoxon_p" in narrow and "not shown" not in narrow
+
+
+
+def test_long_item_text_is_cut_with_an_ellipsis() -> None:
+    """In terminal tables, item texts longer than 100 characters are cut to 99 plus an ellipsis, so a reader
+    can tell a cut text from a short one; shorter texts stay whole (CSV and JSON keep every text whole)."""
+    from toolkit.cli.analysis import _table_view
+
+    texts = ["x" * 99, "y" * 100, "z" * 101 + " tail"]
+    shown = _table_view(pl.DataFrame({"text": texts}))["text"].to_list()
+    assert shown == ["x" * 99, "y" * 100, "z" * 99 + "…"]

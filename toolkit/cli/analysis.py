@@ -49,7 +49,9 @@ def _table_view(frame: pl.DataFrame) -> pl.DataFrame:
         if name == "dataset_sha256":
             out = out.with_columns(pl.col(name).str.slice(0, 12))
         elif name == "text":
-            out = out.with_columns(pl.col(name).str.slice(0, 100))
+            cut = pl.col(name).str.len_chars() > 100  # an ellipsis says the text goes on
+            out = out.with_columns(pl.when(cut).then(pl.col(name).str.slice(0, 99) + "…")
+                                   .otherwise(pl.col(name)).alias(name))
         elif (name.startswith("p_") or name.endswith("_p")) and frame.schema[name] == pl.Float64:
             out = out.with_columns(pl.col(name).map_elements(_p_text, return_dtype=pl.String))
     return out
