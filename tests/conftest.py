@@ -37,6 +37,14 @@ def sample_dataset():
     return load_dataset(SAMPLE)
 
 
+@pytest.fixture(scope="session")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store the real `bedside demo` filled, built once per session (~7 s): read it, never write to it."""
+    from tests.notebook_support import build_demo_store
+
+    return build_demo_store(tmp_path_factory.mktemp("demo-store"))
+
+
 @pytest.fixture
 def store(tmp_path: Path):
     from toolkit.store import Store
