@@ -3,15 +3,16 @@
     from tests.notebook_support import executed
     shown = executed("01-quickstart.ipynb", demo_store)   # demo_store: the session fixture (conftest)
     shown.text("leaderboard")          # what the cell tagged "leaderboard" printed or displayed
-    shown.table("leaderboard")         # a polars frame it displayed, parsed back into rows of strings
+    shown.table("leaderboard")         # the polars frame it displayed, read back: [{column: shown text}]
     shown.has_png("figure")            # it drew an image
 
 ``executed`` runs a notebook once per session and store (``run_notebook`` runs it each time). A
-notebook runs on a real IPython kernel through nbclient (the kernel's cwd is the repository root,
-``BEDSIDE_STORE`` points at the given store, ``MPLBACKEND=Agg``), so it opens the store exactly as
-a user's ``bs.Store.open()`` does. Cells are found by their Jupyter cell tags (``metadata.tags``; in
-JupyterLab: the property inspector). A failing cell fails the test with ONE line naming the
-notebook, the cell's index and its first source line, and the error.
+notebook runs on a real IPython kernel through nbclient, started as JupyterLab starts it (in
+notebooks/, with ``BEDSIDE_STORE`` pointing at the store: `make lab` sets it; ``MPLBACKEND=Agg``), so
+``bs.Store.open()`` opens the store a user's would. Notebooks must not write files. Cells are found
+by their Jupyter cell tags (``metadata.tags``; in JupyterLab: the property inspector). A failing
+cell fails the test with ONE line naming the notebook, the cell's index, its first source line and
+the error. Show frames as a cell's value (or with ``display``) so ``table`` can read them back.
 
 nbclient, nbformat and ipykernel come with the ``test`` extra; when one is missing the notebook
 tests skip on a developer machine and fail in CI (CI=true).
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -114,12 +116,10 @@ class ExecutedNotebook:
         return [c.source for c in self.node.cells if c.cell_type == "markdown"]
 
     def tables(self, tag: str) -> list[list[dict[str, str]]]:
-        """Every polars frame the cells tagged ``tag`` displayed, parsed from its text form."""
-        found = []
-        for out in self.outputs(tag):
-            plain = out.get("data", {}).get("text/plain", "") if out.output_type != "stream" else out.text
-            found += parse_polars_tables(plain)
-        return found
+        """Every polars frame the cells tagged ``tag`` displayed (as a cell's value or with ``display``;
+        a printed frame is only text), read back from its HTML form."""
+        return [frame for out in self.outputs(tag)
+                for frame in parse_polars_tables(out.get("data", {}).get("text/html", ""))]
 
     def table(self, tag: str) -> list[dict[str, str]]:
         """The one polars frame the cells tagged ``tag`` displayed (AssertionError for none or several)."""
@@ -129,37 +129,57 @@ class ExecutedNotebook:
         return found[0]
 
 
-def parse_polars_tables(text: str) -> list[list[dict[str, str]]]:
-    """Rows (column -> shown cell text) of each polars frame printed in ``text`` (its box-drawn repr:
-    header lines, a ``---`` line, the dtypes, ``╞``, the rows, ``└``). A shortened frame keeps its
-    ``…`` row; cells are as shown, so a long string may end in ``…``."""
-    tables: list[list[dict[str, str]]] = []
-    header: list[str] = []
-    rows: list[dict[str, str]] = []
-    part = None  # "header", "dtypes", "body" inside a frame
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("┌"):
-            header, rows, part = [], [], "header"
-        elif stripped.startswith("╞") and part:
-            part = "body"
-        elif stripped.startswith("└") and part == "body":
-            tables.append(rows)
-            part = None
-        elif stripped.startswith("│") and part:
-            cells = [c.strip() for c in stripped.strip("│").split("┆")]
-            if part == "body":
-                rows.append(dict(zip(header, cells)))
-            elif part == "header" and all(c in ("---", "") for c in cells):
-                part = "dtypes"
-            elif part == "header":  # a long name wraps onto more lines
-                header = cells if not header else [f"{a} {b}".strip() for a, b in zip(header, cells)]
-    return tables
+class _FrameHTML(HTMLParser):
+    """The tables of polars' HTML repr: a header row, a dtype row (in thead), then the shown rows."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: list[list[list[str]]] = []
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr" and self.tables:
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self.cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self.cell is not None and self.tables and self.tables[-1]:
+            self.tables[-1][-1].append("".join(self.cell).strip())
+            self.cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self.cell is not None:
+            self.cell.append(data)
 
 
-def run_notebook(name: str | Path, store: Path, timeout: int = TIMEOUT_S, cwd: Path = ROOT) -> ExecutedNotebook:
-    """Execute notebooks/<name> (or the notebook at a given Path) on a fresh kernel with ``BEDSIDE_STORE=store``; AssertionError (one line:
-    notebook, cell index, first source line, error) when a cell fails."""
+def parse_polars_tables(html: str) -> list[list[dict[str, str]]]:
+    """Rows (column -> cell text as shown) of each polars frame in ``html`` (its ``_repr_html_``).
+    String cells lose polars' quotes; a shortened frame keeps its ``…`` row, a long string its ``…``."""
+    parser = _FrameHTML()
+    parser.feed(html)
+    frames = []
+    for rows in parser.tables:
+        if len(rows) < 2:
+            continue
+        header, dtypes, body = rows[0], rows[1], rows[2:]
+        frames.append([{name: _unquote(cell) if dtype == "str" else cell
+                        for name, dtype, cell in zip(header, dtypes, row)} for row in body])
+    return frames
+
+
+def _unquote(cell: str) -> str:
+    if cell.startswith('"') and (cell.endswith('"') and len(cell) > 1 or cell.endswith("…")):
+        return cell[1:-1] if cell.endswith('"') else cell[1:]
+    return cell
+
+
+def run_notebook(name: str | Path, store: Path, timeout: int = TIMEOUT_S, cwd: Path = NOTEBOOKS) -> ExecutedNotebook:
+    """Execute notebooks/<name> (or the notebook at a Path) on a fresh kernel started in ``cwd`` (notebooks/,
+    where Jupyter starts it) with ``BEDSIDE_STORE=store``; AssertionError (one line: notebook, cell index,
+    first source line, error) when a cell fails."""
     require_notebook_tools()
     import nbformat
     from nbclient import NotebookClient
