@@ -143,7 +143,8 @@ def test_the_api_runs_inside_a_running_event_loop_as_in_a_notebook(tmp_path: Pat
 
     direct, batch, (store, reports, board) = asyncio.run(cell())
     assert (direct.answers_ok, direct.judgments_ok, batch.answers_ok, batch.judgments_ok) == (2, 2, 2, 2)
-    assert len(reports) == 4 and not any(r.interrupted for r in reports) and board is not None
+    # four answer runs, then the second judge's passes over each of them
+    assert len(reports) == 8 and not any(r.interrupted for r in reports) and board is not None
     assert board.height == 4 and board["cases"].to_list() == [30] * 4
 
 

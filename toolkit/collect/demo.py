@@ -1,5 +1,9 @@
 """The offline demo: simulated models answer the bundled sample, a simulated judge grades, a leaderboard.
 
+A second simulated judge (``sim/judge-noisy``, two passes) grades the same answers again, as ``bedside
+judge`` would, so judge agreement and judge noise have something to show; the primary judge stays
+``sim/judge``, so scores and leaderboard come from it alone.
+
 Everything runs in this process against the simulated provider on a free loopback port, through
 the same collector a real run uses, into the default store (or ``store_dir``). The demo replaces
 only runs it collected itself (marked in their settings); a run of the same id from anywhere else
@@ -15,7 +19,7 @@ from typing import Any, Callable
 import polars as pl
 
 from toolkit.collect.judge import case_to_judge
-from toolkit.collect.plan import ensure_run, run_row
+from toolkit.collect.plan import ensure_run, record_judge, run_row
 from toolkit.collect.progress import ViewFactory
 from toolkit.collect.runner import CollectJob, RunReport, collect
 from toolkit.collect.settings import DEFAULT_CONCURRENCY, CollectSettings, Endpoint
@@ -27,6 +31,8 @@ from toolkit.tables import TABLES
 
 DEMO_MODELS = ("sim/strong", "sim/medium", "sim/weak", "sim/skill-0.45")
 DEMO_JUDGE = "sim/judge"
+DEMO_SECOND_JUDGE = "sim/judge-noisy"  # toolkit.sim.models.NOISY_JUDGE_MODEL
+DEMO_SECOND_PASSES = (1, 2)
 DEMO_MARK = "bedside demo"  # settings["collected_by"] of the runs the demo wrote
 _STORE_ENTRIES = {*TABLES, "journal", ".locks"}
 
@@ -102,9 +108,26 @@ def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENC
         jobs = [CollectJob(CollectSettings(model, model, DEMO_JUDGE, endpoint, endpoint, concurrency=concurrency),
                            cases) for model in DEMO_MODELS]
         reports = collect(store, jobs, views, label="demo", prepare=prepare)
+        if not any(r.interrupted for r in reports):
+            reports += collect(store, [second_judge_job(job, endpoint) for job in jobs], views, label="demo",
+                               prepare=note_judge)
     if any(r.interrupted for r in reports):
         return store, reports, None
     return store, reports, leaderboard(store, list(DEMO_MODELS))
+
+
+def note_judge(store: Store, job: CollectJob) -> None:
+    """Record the second judge in the run's settings and steps, as ``bedside judge`` does."""
+    s = job.settings
+    record_judge(store, store.run(s.run_id), s.judge_model, s.judge_endpoint.describe(), s.judge_passes)
+
+
+def second_judge_job(job: CollectJob, endpoint: Endpoint) -> CollectJob:
+    """The second judge's passes over a demo run's stored answers (what ``bedside judge`` collects)."""
+    s = job.settings
+    return CollectJob(CollectSettings(s.run_id, s.answer_model, DEMO_SECOND_JUDGE, None, endpoint,
+                                      concurrency=s.concurrency, judge_passes=DEMO_SECOND_PASSES),
+                      job.cases, answer=False)
 
 
 def leaderboard(store: Store, run_ids: list[str] | None = None) -> pl.DataFrame:

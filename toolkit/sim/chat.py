@@ -87,6 +87,15 @@ class SimProvider:
         self._batch_rng = random.Random(f"{config.seed}/batch")  # bad_json draws of batch lines
         self.stopping: asyncio.Event | None = None  # created on the server's loop
         self.bucket = TokenBucket(config.rate_limit_rps, config.rate_limit_burst) if config.rate_limit_rps else None
+        self._asked: dict[str, int] = {}  # noisy judge: how often each exact request was answered
+
+    def asked_before(self, prompt: str) -> int:
+        """How many times this exact judge request was answered before (and count this one)."""
+        key = models.prompt_key(prompt)
+        with self._fault_lock:
+            count = self._asked.get(key, 0)
+            self._asked[key] = count + 1
+        return count
 
     # -- checks --------------------------------------------------------------
 
@@ -160,6 +169,9 @@ class SimProvider:
             request = models.parse_judge_user(prompt)
             if bad_json_rng is not None:
                 broken, content = models.broken_judge_reply(request, bad_json_rng)
+            elif model.base == models.NOISY_JUDGE_MODEL and request is not None:
+                content = models.judge_reply(request, models.noisy_decisions(request, seed, prompt,
+                                                                             self.asked_before(prompt)))
             else:
                 content = models.judge_reply(request)
         else:

@@ -1,7 +1,10 @@
 """What the simulated models say: answer prose driven by the rubric, and a rule-following judge.
 
 Pure functions, no HTTP. Every random choice comes from a ``random.Random`` seeded with a
-SHA-256 of (server seed, model, prompt), so a reply never depends on request order.
+SHA-256 of (server seed, model, prompt), so a reply never depends on request order. The one
+exception is the noisy judge's per-call slip, which also takes how many times this very request
+was asked before (the server counts): asking again draws afresh, as a real judge samples anew on
+each call even at temperature 0.
 """
 
 from __future__ import annotations
@@ -17,9 +20,16 @@ from typing import Any, Iterable, Mapping
 from toolkit.dataset import load_dataset
 
 JUDGE_MODEL = "sim/judge"
+# A second, imperfect judge: the rule-following decisions, each one misread with a probability fixed per
+# (answer, item) -- the same in every pass, a judge's own view -- and slipped with a fresh probability on
+# every call, so its passes disagree a little with each other and more with sim/judge.
+NOISY_JUDGE_MODEL = "sim/judge-noisy"
+NOISY_MISREAD = 0.06
+NOISY_SLIP = 0.04
+_JUDGES = (JUDGE_MODEL, NOISY_JUDGE_MODEL)
 NAMED_SKILLS: Mapping[str, float] = {"sim/strong": 0.85, "sim/medium": 0.6, "sim/weak": 0.3}
 NOTEMP_SUFFIX = "-notemp"  # the model refuses any request that carries `temperature`
-LISTED_MODELS: tuple[str, ...] = (*NAMED_SKILLS, JUDGE_MODEL, *(f"{m}{NOTEMP_SUFFIX}" for m in (*NAMED_SKILLS, JUDGE_MODEL)))
+LISTED_MODELS: tuple[str, ...] = (*NAMED_SKILLS, *_JUDGES, *(f"{m}{NOTEMP_SUFFIX}" for m in (*NAMED_SKILLS, *_JUDGES)))
 _SKILL_NAME = re.compile(r"sim/skill-(\d+(?:\.\d+)?|\.\d+)")
 BAD_JSON_KINDS: tuple[str, ...] = (
     "not_json", "missing_item", "extra_item", "duplicate_item", "non_boolean", "missing_decisions")
@@ -56,7 +66,7 @@ def parse_model(name: str) -> SimModel | None:
     """The simulated model behind a name, or None for an unknown name."""
     base = name[: -len(NOTEMP_SUFFIX)] if name.endswith(NOTEMP_SUFFIX) else name
     notemp = base != name
-    if base == JUDGE_MODEL:
+    if base in _JUDGES:
         return SimModel(name, base, None, notemp)
     if base in NAMED_SKILLS:
         return SimModel(name, base, NAMED_SKILLS[base], notemp)
@@ -265,9 +275,21 @@ def judge_decisions(request: JudgeRequest) -> list[dict[str, Any]]:
             for item_id, _, text in request.items]
 
 
-def judge_reply(request: JudgeRequest | None) -> str:
-    """The judge's JSON reply; a message that is not a protocol judge message gets no decisions."""
-    decisions = judge_decisions(request) if request is not None else []
+def noisy_decisions(request: JudgeRequest, seed: int, prompt: str, asked_before: int) -> list[dict[str, Any]]:
+    """The noisy judge: each rule-following decision flipped when misread (drawn per answer and item) or
+    slipped (drawn per call: ``asked_before`` is how often this exact request came before)."""
+    misread = request_rng(seed, NOISY_JUDGE_MODEL, prompt)
+    slip = request_rng(seed, NOISY_JUDGE_MODEL, prompt, str(asked_before))
+    return [{"item_id": d["item_id"], "matched": d["matched"] ^ ((misread.random() < NOISY_MISREAD)
+                                                                ^ (slip.random() < NOISY_SLIP))}
+            for d in judge_decisions(request)]
+
+
+def judge_reply(request: JudgeRequest | None, decisions: list[dict[str, Any]] | None = None) -> str:
+    """The judge's JSON reply (``decisions``: given, else the rule-following ones); a message that is not a
+    protocol judge message gets no decisions."""
+    if decisions is None:
+        decisions = judge_decisions(request) if request is not None else []
     return json.dumps({"decisions": decisions}, separators=(",", ":"))
 
 
