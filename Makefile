@@ -4,7 +4,11 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test
+LAB_STAMP := $(VENV)/.notebooks-stamp
+# Jupyter starts each kernel in the notebook's folder, so the notebooks get the store as an absolute path.
+LAB_STORE := $(abspath $(or $(BEDSIDE_STORE),data/results))
+
+.PHONY: demo test lab
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -19,3 +23,16 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q
+
+$(LAB_STAMP): $(STAMP)
+	$(VENV)/bin/python -m pip install --quiet -e '.[test,notebooks]'
+	touch $(LAB_STAMP)
+
+# JupyterLab on notebooks/ over the default store; the demo's runs are collected first when it has none.
+# `make lab LAB_ARGS=--no-browser` on a machine without a browser (open the printed URL).
+lab: $(LAB_STAMP)
+	@BEDSIDE_STORE='$(LAB_STORE)' $(VENV)/bin/python -c \
+		"import sys, toolkit as bs; sys.exit(not bs.Store.open().run_ids())" \
+		|| BEDSIDE_STORE='$(LAB_STORE)' $(VENV)/bin/bedside demo
+	@echo "Notebooks read the store $(LAB_STORE); start with 01-quickstart.ipynb."
+	BEDSIDE_STORE='$(LAB_STORE)' $(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ARGS)
