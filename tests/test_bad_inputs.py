@@ -345,7 +345,7 @@ def test_an_import_out_of_memory_says_so(tmp_path: Path, filled, monkeypatch, ca
 
     def exhausted(*_args, **_kwargs):
         raise MemoryError()
-    monkeypatch.setattr(toolkit.reference, "read_result_rows", exhausted)
+    monkeypatch.setattr(toolkit.reference, "iter_result_rows", exhausted)
     path = tmp_path / "big.jsonl"
     path.write_text(json.dumps(rows[0]) + "\n")
     one_error(capsys, ["import", str(path), "--run-id", "big", "--store", str(store)],

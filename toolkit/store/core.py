@@ -28,6 +28,7 @@ from toolkit.store import delta
 from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
 from toolkit.store.locks import run_lock, store_lock
 from toolkit.store.manage import RunManagement
+from toolkit.store.pending import PendingWrites
 from toolkit.store.paths import StoreError, default_store_path, now_iso, part_of as _part, safe_segment
 from toolkit.tables import DATASET_TABLES, RUN_TABLES, TABLES, to_arrow
 
@@ -48,7 +49,7 @@ class _Snapshot:
 
 
 @dataclass(frozen=True)
-class Store(RunManagement):
+class Store(RunManagement, PendingWrites):
     root: Path
     pinned: int | None = field(default=None)  # read the store as of this runs-table version
 

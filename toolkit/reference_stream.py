@@ -1,0 +1,226 @@
+"""A reference result file read as a stream: line by line, each row checked as it comes, turned into store
+rows a chunk at a time. Memory holds one chunk and a little state per case (attempt counters, the
+models seen, completed cases), never the file: a 450 MB file imports in well under a gigabyte.
+
+What needs the whole file is kept as that small state: a later success of a case supersedes an earlier
+one through the attempt numbers the store rows carry (the summary picks the last), the mixed-models
+check through ``seen``, the completed count through a set of case ids.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import polars as pl
+
+from toolkit.dataset import Problem
+from toolkit.inputs import RESULT_FILE_LIMIT, InputError, open_regular, parse_json
+from toolkit.reference_checks import RowChecker
+from toolkit.scoring import pass_scores
+from toolkit.tables import to_arrow
+
+KEPT_PROBLEMS = 100  # problems listed in an ImportError_ (the rest are counted)
+
+
+class ImportError_(ValueError):
+    """A result file that cannot be imported; nothing was written. ``total``: problems found, of which
+    ``problems`` lists the first."""
+
+    def __init__(self, problems: list[Problem], total: int | None = None):
+        self.problems = problems
+        self.total = max(total or 0, len(problems))
+        more = f" (+{self.total - 1} more)" if self.total > 1 else ""
+        super().__init__(f"{problems[0]}{more}")
+
+
+class Problems:
+    """The problems of one kind found in a file: the first ``KEPT_PROBLEMS`` and how many in all (a file
+    of a million bad lines must not fill memory with messages)."""
+
+    def __init__(self) -> None:
+        self.first: list[Problem] = []
+        self.count = 0
+
+    def add(self, problem: Problem) -> None:
+        self.count += 1
+        if len(self.first) < KEPT_PROBLEMS:
+            self.first.append(problem)
+
+    def error(self) -> ImportError_:
+        return ImportError_(self.first, self.count)
+
+
+def iter_result_rows(path: Path, problems: Problems) -> Iterator[tuple[int, dict[str, Any], int]]:
+    """(line number, row, bytes of its line) of each JSON-object line of a reference JSONL file, in file
+    order. A line that is not a JSON object is added to ``problems`` and skipped; a file that cannot be
+    opened or read, or that is not UTF-8, raises ImportError_ (that problem alone, as when the whole file
+    was decoded first). Only a regular file of at most RESULT_FILE_LIMIT bytes is read; every value must
+    be one a table can hold (``toolkit.inputs.parse_json``)."""
+    try:
+        handle = open_regular(path, RESULT_FILE_LIMIT)
+    except InputError as error:
+        raise ImportError_([Problem(error.file, error.field, error.message)]) from None
+    offset = 0
+    with handle:
+        number = 0
+        while True:
+            try:
+                raw = handle.readline()  # ends at LF only, as the runner reads its file (not at U+2028)
+            except OSError as error:
+                raise ImportError_([Problem(str(path), "file", error.strerror or str(error))]) from None
+            if not raw:
+                return
+            number += 1
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ImportError_([Problem(str(path), "encoding", f"not UTF-8 (byte {offset + error.start})")]) from None
+            offset += len(raw)
+            if line.endswith("\n"):
+                line = line[:-1]
+            if not line.strip():
+                continue
+            try:
+                row = parse_json(line, f"{path}:{number}", position="column {column}", invalid="line is not JSON")
+            except InputError as error:
+                problems.add(Problem(error.file, error.field, error.message))
+                continue
+            if not isinstance(row, dict):
+                problems.add(Problem(f"{path}:{number}", "row", "must be a JSON object"))
+                continue
+            yield number, row, len(raw)
+
+
+_COLUMNS = {
+    "answers": ("case_id", "attempt", "seq", "answer_model", "answer", "answer_temperature", "reasoning_effort",
+                "started_at", "finished_at", "error"),
+    "judgments": ("case_id", "judge_model", "attempt", "answer_attempt", "seq", "judge_temperature", "started_at",
+                  "finished_at", "elapsed_seconds", "reported_score", "reported_components"),
+    "decisions": ("case_id", "judge_model", "item_id", "matched", "judgment_attempt"),
+}
+
+
+class FileRows:
+    """One file's rows as they stream by: checked in file order, counted, and (while the file is still
+    importable) buffered as store rows until ``take`` hands a chunk over."""
+
+    def __init__(self, path: Path, run_id: str, checker: RowChecker):
+        self.path, self.run_id, self.checker = path, run_id, checker
+        self.parse_problems, self.check_problems = Problems(), Problems()
+        self.seen: dict[str, Any] = {}  # answer_model, judge_model, protocol_version of earlier rows
+        self.rows = self.kept = self.error_rows = 0
+        self.completed: set[str] = set()
+        self.efforts: set[Any] = set()  # answer_reasoning_effort values of scored rows (two tell "mixed")
+        self.attempts: dict[str, int] = {}
+        self.judge_attempts: dict[str, int] = {}
+        self.disagreements: list[tuple[int, str, float, float]] = []
+        self.buffering = True  # False: only checking (the run cannot be written; errors are still found)
+        self._clear()
+
+    def _clear(self) -> None:
+        self.buffered_bytes = 0
+        self._cols = {t: {c: [] for c in cols} for t, cols in _COLUMNS.items()}
+        self._lines: list[int] = []  # per decision: its row's line (for the disagreement check)
+        self._scores: list[tuple[int, str, float]] = []  # per scored row: line, case, the file's score
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.parse_problems.count or self.check_problems.count)
+
+    def add(self, number: int, row: dict[str, Any], size: int) -> None:
+        self.rows += 1
+        found: list[Problem] = []
+        known = self.checker.check(f"{self.path}:{number}", row, self.seen, found)
+        for problem in found:
+            self.check_problems.add(problem)
+        if not known:
+            return
+        self.kept += 1
+        if self.failed:  # the file will be refused: only its problems count from here on
+            return
+        case_id = row["case_id"]
+        success = "score" in row and not row.get("error")
+        if row.get("error"):
+            self.error_rows += 1
+        if "score" in row and len(self.efforts) < 2:
+            self.efforts.add(row.get("answer_reasoning_effort"))
+        if success:
+            self.completed.add(case_id)
+        if not self.buffering:
+            return
+        self.buffered_bytes += size
+        attempt = self.attempts[case_id] = self.attempts.get(case_id, 0) + 1
+        a = self._cols["answers"]
+        for key, value in (("case_id", case_id), ("attempt", attempt), ("seq", number),
+                           ("answer_model", row.get("answer_model")), ("answer", row.get("answer") if success else None),
+                           ("answer_temperature", row.get("answer_temperature")),
+                           ("reasoning_effort", row.get("answer_reasoning_effort")),
+                           ("started_at", row.get("started_at")), ("finished_at", row.get("finished_at")),
+                           ("error", None if success else str(row.get("error")))):
+            a[key].append(value)
+        if not success:
+            return
+        j_attempt = self.judge_attempts[case_id] = self.judge_attempts.get(case_id, 0) + 1
+        judge = row.get("judge_model") or ""
+        j = self._cols["judgments"]
+        for key, value in (("case_id", case_id), ("judge_model", judge), ("attempt", j_attempt),
+                           ("answer_attempt", attempt), ("seq", number), ("judge_temperature", row.get("judge_temperature")),
+                           ("started_at", row.get("started_at")), ("finished_at", row.get("finished_at")),
+                           ("elapsed_seconds", row.get("elapsed_seconds")), ("reported_score", float(row["score"])),
+                           ("reported_components", json.dumps(row.get("score_components"), ensure_ascii=False))):
+            j[key].append(value)
+        d = self._cols["decisions"]
+        n = len(row["decisions"])
+        d["case_id"] += [case_id] * n
+        d["judge_model"] += [judge] * n
+        d["item_id"] += [dec["item_id"] for dec in row["decisions"]]
+        d["matched"] += [dec["matched"] for dec in row["decisions"]]
+        d["judgment_attempt"] += [j_attempt] * n
+        self._lines += [number] * n
+        self._scores.append((number, case_id, float(row["score"])))
+
+    def take(self) -> dict[str, Any]:
+        """The buffered rows as Arrow tables of the run tables (after checking their scores against the
+        rubric: ``disagreements``), and an empty buffer."""
+        self._disagree()
+        out = {}
+        for table, cols in self._cols.items():
+            size = len(cols["case_id"])
+            out[table] = to_arrow(table, {**cols, "run_id": [self.run_id] * size, "judge_pass": [1] * size})
+        self._clear()
+        return out
+
+    def drop(self) -> None:
+        """Forget the buffered rows (the run cannot be written: the file is only being checked)."""
+        self.buffering = False
+        self._clear()
+
+    def _disagree(self) -> None:
+        """Scores the file records that the rubric does not give (warnings, in line order)."""
+        if not self._scores:
+            return
+        d = self._cols["decisions"]
+        frame = pl.DataFrame({"run_id": list(map(str, self._lines)), "case_id": d["case_id"], "judge_model": "",
+                              "judge_pass": 1, "item_id": d["item_id"], "matched": d["matched"]},
+                             schema_overrides={"judge_pass": pl.Int32, "matched": pl.Boolean})
+        scores = pass_scores(frame, self.checker.dataset.rubric_items)
+        recomputed = {(int(r), c): s for r, c, s in scores.select("run_id", "case_id", "score").iter_rows()}
+        for number, case_id, score in self._scores:
+            got = recomputed.get((number, case_id))
+            if got is not None and score != got:
+                self.disagreements.append((number, case_id, score, got))
+
+    def finish(self, dataset_text: str) -> None:
+        """Raise the file's problems, if any (lines that are not JSON first, as a whole-file read found them
+        first; then row problems; then a file with no row of the dataset)."""
+        if self.parse_problems.count:
+            raise self.parse_problems.error()
+        if self.check_problems.count:
+            raise self.check_problems.error()
+        if not self.rows:
+            raise ImportError_([Problem(str(self.path), "content", "empty file: no result rows")])
+        if not self.kept:
+            raise ImportError_([Problem(str(self.path), "case_id", f"no row is a case of the dataset {dataset_text}; "
+                                                                   "pass the --dataset these results were graded on")])

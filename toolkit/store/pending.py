@@ -1,0 +1,102 @@
+"""Writes of a run that are built up over several data commits before one runs commit shows them (a mixin
+of ``Store``, kept apart for size).
+
+``commit_run`` takes a run's rows in one piece; a streamed import cannot hold them all. Here a caller
+(holding the run's lock) begins a write, adds rows in as many data commits as it likes, all under the
+write's one write id and so invisible, and finishes it with ONE runs commit; or abandons it, and the rows
+are swept (a process killed before either leaves them invisible; the next writer of the run sweeps them).
+Several runs' pending rows may go into one data commit per table (a bulk import of small files): each
+still becomes visible only through its own runs commit.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from toolkit.store import delta
+from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
+from toolkit.store.paths import StoreError, part_of
+
+
+@dataclass
+class PendingWrite:
+    run_id: str
+    write_id: str
+    current: dict[str, Any] | None  # the run's runs row when the write began (None: a new run)
+    wrote: bool = field(default=False)  # some data commit carried rows of this write
+
+
+class PendingWrites:
+    """Needs of the host class: root, _path, _row, _writable, _sweep, _commit_row (and ``_frames`` of core)."""
+
+    def begin_write(self, run_id: str) -> PendingWrite:
+        """A fresh, invisible write of ``run_id``; the caller holds the run's lock (``Store.lock``) until it
+        finishes or abandons it. ``current`` tells whether the run exists. Rows an interrupted write of a
+        run without a runs row left behind are swept first."""
+        self._writable()
+        current = self._row(run_id)
+        if current is None and self._has_rows(run_id):
+            self._sweep(run_id, set())
+        return PendingWrite(run_id, uuid.uuid4().hex, current)
+
+    def _has_rows(self, run_id: str) -> bool:
+        """Whether any data table holds rows of the run (cheap: cached add actions of the latest versions)."""
+        seg = part_of(run_id)
+        for table in DATA_TABLES:
+            path = self._path(table)
+            latest = delta.latest_version(path)
+            if latest is not None and delta.files_of(delta.actions_at(path, latest), path, {seg}, None):
+                return True
+        return False
+
+    def add_rows(self, writes: list[tuple[PendingWrite, dict[str, Any]]]) -> None:
+        """Data commits, one per table, of the rows of each pending write (rows: by run table, Arrow tables
+        or row dicts); nothing becomes visible. StoreError (one line) for a value that does not fit, before
+        any commit."""
+        from toolkit.store.core import _frames
+
+        self._writable()
+        tables: dict[str, list[pa.Table]] = {}
+        for pending, rows in writes:
+            seg = part_of(pending.run_id)
+            for table, frame in _frames(pending.run_id, rows).items():
+                frame = frame.append_column(WRITE_ID, pa.array([pending.write_id] * frame.num_rows, pa.string()))
+                frame = frame.append_column(PART, pa.array([seg] * frame.num_rows, pa.string()))
+                tables.setdefault(table, []).append(frame)
+        for table in DATA_TABLES:
+            if table in tables:
+                delta.append(self._path(table), table, pa.concat_tables(tables[table]))
+        for pending, rows in writes:
+            pending.wrote = pending.wrote or any(len(r) for r in rows.values())
+
+    def finish_write(self, pending: PendingWrite, run_row: dict[str, Any] | None, step: dict[str, Any] | None,
+                     replace: bool = False) -> None:
+        """ONE runs commit making the write's rows part of the run (``replace``: all of the run, the old rows
+        swept after). ``run_row``: columns of the runs row (needed for a new run); ``step``: appended to
+        its ``steps``."""
+        self._writable()
+        current = pending.current
+        if current is None and run_row is None:
+            raise StoreError(f"{self.root}: no run {pending.run_id!r} to add rows to")
+        live = [] if replace or current is None else json.loads(current["write_ids"] or "[]")
+        if pending.wrote and pending.write_id not in live:
+            live.append(pending.write_id)
+        self._commit_row(pending.run_id, current, run_row, step, live, replace)
+        if replace and current is not None:
+            self._sweep(pending.run_id, set(live))
+
+    def abandon_write(self, pending: PendingWrite) -> None:
+        """Sweep the rows a write that will not be finished committed (best effort: they are invisible
+        anyway, and the next writer of the run sweeps what is left)."""
+        if not pending.wrote:
+            return
+        keep = set() if pending.current is None else set(json.loads(pending.current["write_ids"] or "[]"))
+        try:
+            self._sweep(pending.run_id, keep)
+        except Exception:  # a full disk, say: the rows stay invisible
+            pass
