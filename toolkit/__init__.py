@@ -55,6 +55,9 @@ _EXPORTS: dict[str, str] = {
     "HarmOptions": "toolkit.analysis",
     "judge_agreement": "toolkit.analysis",
     "AgreementOptions": "toolkit.analysis",
+    "judge_noise": "toolkit.analysis",
+    "NoiseOptions": "toolkit.analysis",
+    "plan_power": "toolkit.analysis",
     # the comparison report
     "write_report": "toolkit.report",
     "ReportOptions": "toolkit.report",

@@ -4,13 +4,16 @@ Modules: ``paired`` (shared-index bootstrap engine), ``matrix`` (aligned runs x 
 ``compare`` (leaderboard, ranks) and ``pairs`` (paired differences), ``paired_t`` (their stratified t), ``multiplicity`` (Holm, BH),
 ``wilcoxon`` (signed-rank p), ``ratios`` (ratios of case sums with case-resampled intervals),
 ``items``, ``harms``,
-``reliability`` (kappa, alpha) and ``agreement``, ``runs`` (run facts, which runs are comparable).
+``reliability`` (kappa, alpha) and ``agreement``, ``judge_noise`` (the gap the judge alone could make),
+``planning`` (power and cases needed), ``runs`` (run facts, which runs are comparable).
 """
 
 from toolkit.analysis.agreement import Agreement, AgreementOptions, judge_agreement
 from toolkit.analysis.compare import (CaseComparison, Comparison, CompareOptions, compare, compare_cases,
                                       compare_data, compare_matrix, rank_intervals)
 from toolkit.analysis.harms import HarmOptions, harm_cases, harms
+from toolkit.analysis.judge_noise import JudgeNoise, NoiseOptions, judge_noise
+from toolkit.analysis.planning import PowerPlan, cases_needed, detectable, plan_power, power
 from toolkit.analysis.items import ItemAnalysis, ItemOptions, analyse_items, by_points, item_rates, item_summary
 from toolkit.analysis.matrix import CaseMatrix, case_matrix, from_arrays
 from toolkit.analysis.multiplicity import benjamini_hochberg, holm
@@ -23,7 +26,8 @@ from toolkit.analysis.reliability import (category_counts, cohen_kappa, fleiss_k
 from toolkit.analysis.runs import comparable_runs, run_facts
 
 __all__ = [
-    "Agreement", "AgreementOptions", "judge_agreement",
+    "Agreement", "AgreementOptions", "judge_agreement", "JudgeNoise", "NoiseOptions", "judge_noise",
+    "PowerPlan", "cases_needed", "detectable", "plan_power", "power",
     "CaseComparison", "Comparison", "CompareOptions", "compare", "compare_cases", "compare_data", "compare_matrix",
     "rank_intervals", "HarmOptions", "harm_cases", "harms",
     "ItemAnalysis", "ItemOptions", "analyse_items", "by_points", "item_rates", "item_summary",
