@@ -1,10 +1,10 @@
 """A DuckDB connection over the store: every table as a view, plus derived relations.
 
-Derived relations: ``pass_scores`` (run x case x judge x pass), ``case_scores``
-(run x case, mean over the primary judge's passes), ``benchmark_scores`` and
-``run_summary`` (exact means and bootstrap intervals of ``toolkit.summary``).
-Scores are computed in polars (exact Python rounding) and registered as Arrow
-tables; the summaries are only computed when asked for, since they bootstrap.
+The views are ``toolkit.views``' statements, the same ones ``bedside db`` writes into a database file:
+the tables (their schema's columns and types, over the current snapshot's Parquet files) and the derived
+``pass_scores``, ``case_scores``, ``benchmark_scores`` and ``run_summary``, in SQL that gives the
+toolkit's numbers exactly. Bootstrap intervals are not SQL: ``run_intervals`` is filled here with
+``toolkit.summary`` when a query needs them (they cost a bootstrap).
 
 ``query`` is what ``bedside sql`` runs: one read-only statement on a locked connection that
 can read the store's current Parquet files and nothing else.
@@ -18,12 +18,14 @@ import threading
 import duckdb
 import polars as pl
 
-from toolkit.selection import latest_valid_decisions, per_case, read_runs, scored_passes
+from toolkit import views
+from toolkit.selection import read_runs
 from toolkit.store import Store, StoreError
-from toolkit.summary import SummaryOptions, resolve_order, summarize_data
+from toolkit.summary import SummaryOptions, summarize_data
 from toolkit.tables import TABLES
 
 DERIVED = ("pass_scores", "case_scores", "benchmark_scores", "run_summary")
+_WITH_INTERVALS = ("benchmark_scores", "run_summary", "run_intervals")
 READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 _FIRST_WORD = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)", re.S)
 _EXPLAIN = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*explain\s*(?:\([^)]*\)\s*)?(?:analy[sz]e\b)?", re.I | re.S)
@@ -35,7 +37,12 @@ class SQLRefused(ValueError):
 
 def connect(store: Store, derived: tuple[str, ...] = DERIVED, options: SummaryOptions = SummaryOptions(),
             read_only: bool = True) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the store's tables as views and the ``derived`` relations.
+    """An in-memory DuckDB connection with the store's tables and the derived relations as views.
+
+    Every view is always there (they are SQL, computed when read); ``derived`` names the ones the caller
+    will read: only when ``benchmark_scores`` or ``run_summary`` is among them are the bootstrap intervals
+    computed into ``run_intervals`` (else their ``ci_*`` columns are null). ``options``: the judge,
+    passes, order and bootstrap settings of ``toolkit.summary``.
 
     ``read_only`` (the default, and what ``bedside sql`` uses): the views are built first, then
     DuckDB's file access is switched off except for the current snapshot's Parquet files
@@ -49,32 +56,60 @@ def connect(store: Store, derived: tuple[str, ...] = DERIVED, options: SummaryOp
     Raises StoreError when a part file is unreadable or the store path is not UTF-8 text.
     """
     _utf8_path(store, store.root)  # before any reader meets it
+    version = store.version()
+    files = {name: [_utf8_path(store, f) for f in store.files(name)] for name in TABLES}
     con = duckdb.connect(":memory:")
-    allowed: list[str] = []
-    for name, table in TABLES.items():
-        files = [_utf8_path(store, f) for f in store.files(name)]
-        if files:
-            allowed += files
-            paths = ", ".join(_literal(f) for f in files)
-            try:
-                con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet([{paths}], union_by_name = true)')
-            except duckdb.Error as error:  # a damaged part file: name it
-                raise StoreError(_unreadable(files, error)) from None
-        else:
-            con.register(f"_empty_{name}", table.schema.empty_table())
-            con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM "_empty_{name}"')
-    wanted = [d for d in DERIVED if d in derived]
-    if wanted:
-        frames = derived_frames(store, store.run_ids(), tuple(wanted), options)
-        for name in wanted:
-            con.register(name, frames[name].to_arrow())
+    build(con, files, options)
+    if any(d in derived for d in _WITH_INTERVALS):
+        fill_intervals(con, store, version, options)
     if read_only:
+        allowed = [f for table in files.values() for f in table]
         con.execute(f"SET allowed_paths = [{', '.join(_literal(f) for f in allowed)}]")
         for setting in ("enable_external_access", "python_enable_replacements", "autoinstall_known_extensions",
                         "autoload_known_extensions", "allow_community_extensions"):
             con.execute(f"SET {setting} = false")
         con.execute("SET lock_configuration = true")
     return con
+
+
+def view_options(options: SummaryOptions) -> views.ViewOptions:
+    return views.ViewOptions(options.selection.judge, options.selection.passes, options.order)
+
+
+def build(con: duckdb.DuckDBPyConnection, files: dict[str, list[str]], options: SummaryOptions) -> None:
+    """Run ``toolkit.views``' statements on ``con``; StoreError naming a damaged part file."""
+    for statement in views.statements(files, view_options(options)):
+        try:
+            con.execute(statement)
+        except duckdb.Error as error:  # binding read_parquet reads the files' footers: name a damaged one
+            raise StoreError(_unreadable([f for t in files.values() for f in t], error)) from None
+
+
+def fill_intervals(con: duckdb.DuckDBPyConnection, store: Store, version: int | None,
+                   options: SummaryOptions) -> int:
+    """Compute every run's bootstrap intervals (``toolkit.summary``) into ``run_intervals``, each row
+    stamped with its run's ``updated_at`` and the store version; returns the number of rows."""
+    frame = intervals(store, options, version)
+    con.register("_bedside_intervals", frame.to_arrow())
+    con.execute("DELETE FROM run_intervals")
+    con.execute("INSERT INTO run_intervals SELECT * FROM _bedside_intervals")
+    con.unregister("_bedside_intervals")
+    return frame.height
+
+
+def intervals(store: Store, options: SummaryOptions = SummaryOptions(), version: int | None = None) -> pl.DataFrame:
+    """run_id, benchmark (null: the overall macro mean), ci_low, ci_high, run_updated_at, store_version."""
+    run_ids = store.run_ids()
+    data = read_runs(store, run_ids, texts=False)
+    summaries = summarize_data(data, run_ids, options)
+    updated = dict(zip(data.runs["run_id"].to_list(), data.runs["updated_at"].to_list()))
+    rows = []
+    for rid, s in summaries.items():
+        rows.append((rid, None, *s["overall_ci95"], updated.get(rid), version))
+        rows += [(rid, name, *b["ci95"], updated.get(rid), version) for name, b in s["benchmarks"].items()]
+    return pl.DataFrame(rows, orient="row", schema={
+        "run_id": pl.String, "benchmark": pl.String, "ci_low": pl.Float64, "ci_high": pl.Float64,
+        "run_updated_at": pl.String, "store_version": pl.Int64})
 
 
 def query(store: Store, sql: str, options: SummaryOptions = SummaryOptions()) -> pl.DataFrame:
@@ -165,40 +200,7 @@ def _unreadable(files: list[str], error: duckdb.Error) -> str:
     return f"SQL: {str(error).splitlines()[0]}"
 
 
-def derived_frames(store: Store, run_ids: list[str], wanted: tuple[str, ...],
-                   options: SummaryOptions = SummaryOptions()) -> dict[str, pl.DataFrame]:
-    data = read_runs(store, run_ids, texts=False)
-    out: dict[str, pl.DataFrame] = {}
-    if "pass_scores" in wanted:
-        out["pass_scores"] = scored_passes(data, latest_valid_decisions(data.judgments, data.decisions))
-    if "case_scores" in wanted:
-        out["case_scores"] = per_case(data, options.selection)
-    if "benchmark_scores" in wanted or "run_summary" in wanted:
-        summaries = summarize_data(data, run_ids, options)
-        runs = {r["run_id"]: r for r in data.runs.iter_rows(named=True)}
-        out["benchmark_scores"] = pl.DataFrame(
-            [{"run_id": rid, "benchmark": name, "n": b["n"], "mean": b["mean"],
-              "ci_low": b["ci95"][0], "ci_high": b["ci95"][1]}
-             for rid, s in summaries.items() for name, b in s["benchmarks"].items()],
-            schema={"run_id": pl.String, "benchmark": pl.String, "n": pl.Int64, "mean": pl.Float64,
-                    "ci_low": pl.Float64, "ci_high": pl.Float64})
-        out["run_summary"] = pl.DataFrame(
-            [{"run_id": rid, "answer_model": s["answer_model"], "judge_model": s["judge_model"],
-              "source": runs[rid]["source"], "dataset_sha256": s["dataset_sha256"],
-              "completed_cases": s["completed_cases"], "errors": s["errors"],
-              "overall_macro_mean": s["overall_macro_mean"], "ci_low": s["overall_ci95"][0],
-              "ci_high": s["overall_ci95"][1], "judge_passes_per_answer": s["judge_passes_per_answer"],
-              "order": resolve_order(options.order, runs[rid]),
-              "started_at": s["started_at"], "finished_at": s["finished_at"]} for rid, s in summaries.items()],
-            schema={"run_id": pl.String, "answer_model": pl.String, "judge_model": pl.String, "source": pl.String,
-                    "dataset_sha256": pl.String, "completed_cases": pl.Int64, "errors": pl.Int64,
-                    "overall_macro_mean": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
-                    "judge_passes_per_answer": pl.Int64, "order": pl.String, "started_at": pl.String,
-                    "finished_at": pl.String})
-    return out
-
-
 def referenced(query: str) -> tuple[str, ...]:
     """Derived relations a query names (so a plain query does not pay for the bootstrap)."""
     lowered = query.lower()
-    return tuple(d for d in DERIVED if d in lowered)
+    return tuple(d for d in (*DERIVED, "run_intervals") if d in lowered)
