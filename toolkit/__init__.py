@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "StoreError": "toolkit.store",
     "default_store_path": "toolkit.store",
     "connect": "toolkit.sql",
+    "write_database": "toolkit.database",
     "query": "toolkit.sql",
     # scoring and summaries
     "pass_scores": "toolkit.scoring",

@@ -2,7 +2,7 @@
 
 ``bedside sql`` / ``bs.connect`` (in memory) and ``bedside db`` (a database file) both run these
 statements, and ``schemas/tables.md``'s data dictionary is generated from them. Only SQL that a plain
-DuckDB (>= 1.3, for the ``lambda`` syntax; no extension) runs: macros, views and one small table.
+DuckDB (>= 1.3, for the ``lambda`` syntax; no extension; tested with the 1.5 CLI) runs: macros, views and one small table.
 
 The numbers equal the toolkit's polars/Python ones bit for bit (tests/test_db.py checks):
 - rubric sums run in rubric order (``list_reduce`` over an ordered list), as ``toolkit.scoring`` does;
@@ -43,18 +43,20 @@ MACROS = (
     " WHEN NOT isfinite(x) THEN x"
     " WHEN abs(x * 10000.0 - floor(x * 10000.0) - 0.5) >= 1e-6 THEN round_even(x * 10000.0, 0) / 10000.0"
     " ELSE bs_round4_exact(x, floor(x * 10000.0)) / 10000.0 END)",
-    # left-to-right sum, as the reference's Python loop adds
-    "CREATE OR REPLACE MACRO bs_seq_sum(l) AS list_reduce(l, lambda a, b: a + b, 0.0::DOUBLE)",
-    # polars' mean and sd of a group (nulls skipped): Kahan sum / n, and Welford's update
-    "CREATE OR REPLACE MACRO bs_kahan_mean(l) AS (CASE WHEN len(list_filter(l, lambda v: v IS NOT NULL)) > 0 THEN"
-    " list_reduce(list_filter(l, lambda v: v IS NOT NULL), lambda a, v: {'s': a.s + (v - a.c),"
-    " 'c': ((a.s + (v - a.c)) - a.s) - (v - a.c)}, {'s': 0.0::DOUBLE, 'c': 0.0::DOUBLE}).s"
-    " / len(list_filter(l, lambda v: v IS NOT NULL)) END)",
-    "CREATE OR REPLACE MACRO bs_welford_sd(l) AS (CASE WHEN len(list_filter(l, lambda v: v IS NOT NULL)) > 1 THEN"
-    " sqrt(list_reduce(list_filter(l, lambda v: v IS NOT NULL), lambda a, v: {'n': a.n + 1,"
-    " 'm': a.m + (v - a.m) / (a.n + 1), 'd': a.d + (v - a.m) * (v - (a.m + (v - a.m) / (a.n + 1)))},"
-    " {'n': 0::BIGINT, 'm': 0.0::DOUBLE, 'd': 0.0::DOUBLE}).d"
-    " / (len(list_filter(l, lambda v: v IS NOT NULL)) - 1)) END)",
+    # left-to-right sum, as the reference's Python loop adds (the lists are never empty: one per group)
+    "CREATE OR REPLACE MACRO bs_seq_sum(l) AS list_reduce(l, lambda a, b: a + b)",
+    # polars' mean and sd of a group, nulls skipped: Kahan sum / n, and Welford's update. The first value
+    # starts the state ({s: x0, c: 0} and {n: 1, m: x0, d: 0} are what one step from zero gives), since
+    # DuckDB before 1.5 has no list_reduce initial value of another type than the list's.
+    "CREATE OR REPLACE MACRO bs_present(l) AS list_filter(l, lambda v: v IS NOT NULL)",
+    "CREATE OR REPLACE MACRO bs_kahan_mean(l) AS (CASE WHEN len(bs_present(l)) > 0 THEN"
+    " list_reduce(list_transform(bs_present(l), lambda v: struct_pack(s := v, c := 0.0::DOUBLE)),"
+    " lambda a, b: struct_pack(s := a.s + (b.s - a.c), c := ((a.s + (b.s - a.c)) - a.s) - (b.s - a.c))).s"
+    " / len(bs_present(l)) END)",
+    "CREATE OR REPLACE MACRO bs_welford_sd(l) AS (CASE WHEN len(bs_present(l)) > 1 THEN"
+    " sqrt(list_reduce(list_transform(bs_present(l), lambda v: struct_pack(n := 1::BIGINT, m := v, d := 0.0::DOUBLE)),"
+    " lambda a, b: struct_pack(n := a.n + 1, m := a.m + (b.m - a.m) / (a.n + 1),"
+    " d := a.d + (b.m - a.m) * (b.m - (a.m + (b.m - a.m) / (a.n + 1))))).d / (len(bs_present(l)) - 1)) END)",
     # math.fsum: limb i of x (i = 0, 1, 2) is floor(frac(x * 2**(60 i)) * 2**60), exact for finite x
     f"CREATE OR REPLACE MACRO bs_limb0(x) AS floor(x * {_LIMB}.0)::HUGEINT",
     f"CREATE OR REPLACE MACRO bs_limb1(x) AS floor((x * {_LIMB}.0 - floor(x * {_LIMB}.0)) * {_LIMB}.0)::HUGEINT",
@@ -170,5 +172,10 @@ def dictionary() -> str:
             "`toolkit.summary` and stores them here, one row per run x benchmark (`benchmark` null: the overall",
             "macro mean), with the run's `updated_at` and the store version they were computed at. The views",
             "show an interval only while the run's `updated_at` is unchanged; a run written since shows null",
-            "intervals until `bedside db --out FILE` runs again.", ""]
+            "intervals until `bedside db --out FILE` runs again.", "",
+            "### `bedside_info`", "",
+            "Database files only (`bedside db`): one row naming what the file mirrors. `format` (`bedside-db 1`),",
+            "`store_path` (absolute), `store_version` (the store version its views read; rewritten by every",
+            "refresh), `written_at`, `refreshed_at`, `intervals_store_version` (the version `run_intervals` was",
+            "computed at) and `bedside_version`.", ""]
     return "\n".join(out)

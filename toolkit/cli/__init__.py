@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("toolkit.cli.results:export_cmd", "Write a run as reference-format JSONL plus <out>.summary.json."),
     "summary": ("toolkit.cli.results:summary_cmd",
                 "Reference summaries: means and 95% bootstrap intervals per benchmark and overall."),
+    "db": ("toolkit.cli.db:db_cmd", "Write a DuckDB database file whose views read the store: tables and derived views, for duckdb, DBeaver or a BI tool."),
     "sql": ("toolkit.cli.results:sql_cmd",
             "Run one read-only SQL statement over the store: tables runs, answers, judgments, decisions, cases, "
             "rubric_items and derived pass_scores, case_scores, benchmark_scores, run_summary."),

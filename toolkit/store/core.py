@@ -24,7 +24,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-from toolkit.store import delta
+from toolkit.store import databases, delta
 from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
 from toolkit.store.locks import run_lock, store_lock
 from toolkit.store.manage import RunManagement
@@ -235,6 +235,7 @@ class Store(RunManagement, PendingWrites):
                 data = to_arrow(table, rows.to_pylist()) if not isinstance(rows, pa.Table) else rows
                 data = data.append_column(PART, pa.array([dataset.sha256] * data.num_rows, pa.string()))
                 delta.append(path, table, data)
+        databases.refresh(self)  # registered `bedside db` files now see the dataset
 
     def commit_run(self, run_id: str, rows: dict[str, pa.Table | list[dict]] | None = None,
                    run_row: dict[str, Any] | None = None, *, step: dict[str, Any] | None = None,
@@ -269,6 +270,7 @@ class Store(RunManagement, PendingWrites):
             self._commit_row(run_id, current, run_row, step, live, replace)
             if replace and current is not None:
                 self._sweep(run_id, set(live))
+        databases.refresh(self)  # registered `bedside db` files now read the new live files
         return wid
 
     def _commit_row(self, run_id: str, current: dict[str, Any] | None, run_row: dict[str, Any] | None,

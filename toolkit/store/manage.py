@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from toolkit.store import delta
+from toolkit.store import databases, delta
 from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
 from toolkit.store.locks import store_lock
 from toolkit.store.paths import StoreError, now_iso, part_of as _part
@@ -33,6 +33,7 @@ class RunManagement:
             delta.delete(self._path("runs"), f"{PART} = '{_part(run_id)}'")
             self._sweep(run_id, set())
             _remove_tree(self.journal_dir(run_id))
+        databases.refresh(self)
 
     def rename_run(self, old: str, new: str) -> None:
         """Give a run another id: its rows are copied under the new id, then ONE runs commit swaps the two
@@ -66,6 +67,7 @@ class RunManagement:
             self._commit_row(new, {**current, "run_id": new}, None, step, [wid], False, drop=_part(old))
             self._sweep(old, set())
             _remove_tree(pending)
+        databases.refresh(self)
 
     def compact_run(self, run_id: str) -> None:
         """Rewrite a run written in many commits as one write (one file per table), sweep dead rows, and
@@ -84,6 +86,7 @@ class RunManagement:
             else:
                 self._sweep(run_id, set(live))
         self._compact_runs_table()
+        databases.refresh(self)
 
     def _vacuum(self) -> None:
         """Delete files no version within Delta's retention (7 days) names: never a file the current version,

@@ -1,0 +1,117 @@
+"""``bedside db``: a DuckDB database file over the store, for the DuckDB CLI, DBeaver or a BI tool.
+
+The file holds no copy of the data: the tables are views over the store's current Parquet files (absolute
+paths) and the derived relations are SQL views over them (``toolkit.views``, the definitions
+``bedside sql`` uses), so any DuckDB >= 1.3 opens it with no extension to load. Two small tables are
+real: ``run_intervals`` (the bootstrap intervals, which are not SQL, computed at write time) and
+``bedside_info`` (the store it mirrors and the store version it reflects).
+
+Staying current: the file is registered with the store, and every store write rewrites its base views'
+file lists (``toolkit.store.databases``); running ``bedside db --out FILE`` again rebuilds it whole (and
+recomputes the intervals). A rebuild is written to a temporary file beside FILE and renamed over it, so a
+reader never sees half a database, and a failed one leaves FILE as it was.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from toolkit.sql import build, fill_intervals
+from toolkit.store import Store, StoreError
+from toolkit.store import databases
+from toolkit.summary import SummaryOptions
+
+STORAGE_VERSION = "v1.3.0"
+_MAGIC_OFFSET = 8  # a DuckDB database file has b"DUCK" at bytes 8..12
+
+
+@dataclass(frozen=True)
+class DatabaseInfo:
+    path: Path
+    store_version: int | None
+    runs: int
+    interval_rows: int
+
+
+def write_database(store: Store, path: str | os.PathLike[str],
+                   options: SummaryOptions = SummaryOptions()) -> DatabaseInfo:
+    """Write (or rebuild in place, atomically) a DuckDB database file of views over ``store``; register it
+    with the store so its writes keep the views current. StoreError (one line) when the path cannot be
+    written or would replace a file that is not such a database, or a part file is damaged."""
+    target = Path(path).absolute()
+    root = store.root.resolve()
+    if not store.root.is_dir():
+        raise StoreError(f"{store.root}: no store here (give --store DIR or set BEDSIDE_STORE)")
+    if not target.parent.is_dir():
+        raise StoreError(f"{target}: --out: the directory {target.parent} does not exist")
+    if target.is_dir():
+        raise StoreError(f"{target}: --out: is a directory; give a file name such as results.duckdb")
+    _check_replaceable(target)
+    damaged = store.damaged()
+    if damaged:
+        raise StoreError(next(iter(damaged.values())))
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        version = store.version()
+        files = databases.current_files(store)
+        # the oldest storage format whose DuckDB runs the views' SQL (``lambda`` syntax: 1.3), so the DuckDB
+        # CLI or a BI tool's driver a few releases older than this library still opens the file
+        con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_VERSION})
+        try:
+            build(con, files, options)
+            rows = fill_intervals(con, store, version, options)
+            now = dt.datetime.now(dt.timezone.utc).isoformat()
+            con.execute(f"CREATE TABLE {databases.INFO} (format VARCHAR, store_path VARCHAR, store_version BIGINT,"
+                        " written_at VARCHAR, refreshed_at VARCHAR, intervals_store_version BIGINT,"
+                        " bedside_version VARCHAR)")
+            con.execute(f"INSERT INTO {databases.INFO} VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [databases.FORMAT, str(root), version, now, now, version, _version()])
+            runs = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(tmp, target)
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+    databases.register(store.root, target)
+    return DatabaseInfo(target, version, runs, rows)
+
+
+def _check_replaceable(target: Path) -> None:
+    """An existing file is replaced only when it is a database ``bedside db`` wrote."""
+    if not target.exists():
+        return
+    try:
+        with open(target, "rb") as handle:
+            head = handle.read(_MAGIC_OFFSET + 4)
+    except OSError as error:
+        raise StoreError(f"{target}: --out: cannot read it ({error.strerror})") from None
+    if head[_MAGIC_OFFSET:] != b"DUCK":
+        raise StoreError(f"{target}: --out: exists and is not a DuckDB database; refusing to replace it "
+                         "(give a new file name)")
+    try:
+        con = duckdb.connect(str(target), read_only=True)
+    except duckdb.Error as error:
+        raise StoreError(f"{target}: --out: cannot open it ({str(error).splitlines()[0][:160]})") from None
+    try:
+        ours = databases.is_ours(con)
+    finally:
+        con.close()
+    if not ours:
+        raise StoreError(f"{target}: --out: a DuckDB database that `bedside db` did not write; refusing to "
+                         "replace it (give a new file name)")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bedside")
+    except PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,136 @@
+"""DuckDB database files that mirror a store (``bedside db``), kept current by every store write.
+
+A database file written by ``toolkit.database`` holds views over the store's current Parquet files. The
+store remembers each such file in ``<store>/.databases.json`` and, after every commit that changes which
+files are live (a run's commit, delete, rename, compaction, a new dataset), rewrites their base views'
+file lists in one DuckDB transaction, under a store-wide lock. Nothing here computes: the derived views
+are SQL over the base views, so new file lists are all a refresh needs (the bootstrap intervals stay as
+computed, stamped with each run's ``updated_at``, so a changed run shows none).
+
+A refresh never fails a write: a database open in another process (DuckDB's file lock) or damaged gets
+ONE warning line on stderr and is refreshed by the next write or ``bedside db --out FILE``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolkit.store.locks import store_lock
+
+if TYPE_CHECKING:
+    from toolkit.store.core import Store
+
+REGISTRY = ".databases.json"
+INFO = "bedside_info"
+FORMAT = "bedside-db 1"
+
+
+def _registry(root: Path) -> Path:
+    return root / REGISTRY
+
+
+def registered(root: Path) -> list[Path]:
+    try:
+        return [Path(p) for p in json.loads(_registry(root).read_text(encoding="utf-8"))]
+    except (OSError, ValueError, TypeError):
+        return []
+
+
+def _save(root: Path, paths: list[Path]) -> None:
+    path = _registry(root)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(sorted({str(p) for p in paths}), indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def register(root: Path, database: Path) -> None:
+    """Remember ``database`` (absolute) as a file to refresh after the store's writes."""
+    with store_lock(root / ".locks" / "databases.lock"):
+        _save(root, [*registered(root), database.resolve()])
+
+
+def current_files(store: "Store") -> dict[str, list[str]]:
+    from toolkit.tables import TABLES
+
+    return {t: [str(f) for f in store.files(t)] for t in TABLES}
+
+
+def is_ours(con, root: Path | None = None) -> bool:
+    """The open database was written by ``bedside db`` (for the store at ``root``, when given)."""
+    try:
+        row = con.execute(f"SELECT format, store_path FROM {INFO}").fetchone()
+    except Exception:  # no such table: not ours
+        return False
+    return row is not None and row[0] == FORMAT and (root is None or row[1] == str(root.resolve()))
+
+
+def rewrite(con, files: dict[str, list[str]], version: int | None) -> None:
+    """Point the base views of an open database at ``files`` and record ``version``, in one transaction."""
+    from toolkit.views import base_view
+
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table, paths in files.items():
+            con.execute(base_view(table, paths))
+        con.execute(f"UPDATE {INFO} SET store_version = ?, refreshed_at = ?",
+                    [version, dt.datetime.now(dt.timezone.utc).isoformat()])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def refresh(store: "Store") -> None:
+    """After a store write: refresh every registered database of this store. Never raises."""
+    if not _registry(store.root).exists():  # the common case: one stat
+        return
+    try:
+        with store_lock(store.root / ".locks" / "databases.lock"):
+            keep = []
+            files = None
+            version = store.version()
+            for database in registered(store.root):
+                if not database.is_file():
+                    continue  # removed by its user: forget it
+                if files is None:
+                    files = current_files(store)
+                if _refresh_one(store, database, files, version):
+                    keep.append(database)
+            _save(store.root, keep)
+    except Exception as error:  # the write itself succeeded: say so and go on
+        _warn(f"{store.root}: databases not refreshed ({_first_line(error)})")
+
+
+def _refresh_one(store: "Store", database: Path, files: dict[str, list[str]], version: int | None) -> bool:
+    """True to keep the file registered."""
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(database))
+    except duckdb.Error as error:
+        _warn(f"{database}: not refreshed ({_first_line(error)}); run `bedside db --out {database}` "
+              "when it is closed")
+        return True
+    try:
+        if not is_ours(con, store.root):
+            return False  # now another store's, or not a bedside database at all
+        rewrite(con, files, version)
+        return True
+    except duckdb.Error as error:
+        _warn(f"{database}: not refreshed ({_first_line(error)}); run `bedside db --out {database}`")
+        return True
+    finally:
+        con.close()
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).splitlines() or [type(error).__name__])[0][:200]
+
+
+def _warn(message: str) -> None:
+    print(f"bedside: warning: {message}", file=sys.stderr)
