@@ -24,8 +24,8 @@ JUDGE_MODEL = "sim/judge"
 # (answer, item) -- the same in every pass, a judge's own view -- and slipped with a fresh probability on
 # every call, so its passes disagree a little with each other and more with sim/judge.
 NOISY_JUDGE_MODEL = "sim/judge-noisy"
-NOISY_MISREAD = 0.06
-NOISY_SLIP = 0.04
+NOISY_MISREAD = 0.08
+NOISY_SLIP = 0.03
 _JUDGES = (JUDGE_MODEL, NOISY_JUDGE_MODEL)
 NAMED_SKILLS: Mapping[str, float] = {"sim/strong": 0.85, "sim/medium": 0.6, "sim/weak": 0.3}
 NOTEMP_SUFFIX = "-notemp"  # the model refuses any request that carries `temperature`
