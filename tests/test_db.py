@@ -1,0 +1,275 @@
+"""The derived views (one SQL definition each) give the toolkit's numbers exactly, and ``bedside db`` writes a
+DuckDB file that a plain DuckDB in a fresh process opens, that stays current as the store changes, and
+that bad input never half-writes."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from tests import analysis_sim, reference_model as rm
+from tests.conftest import snapshot
+from toolkit import views
+from toolkit.cli import main
+from toolkit.selection import JudgeSelection, latest_valid_decisions, per_case, read_runs, scored_passes
+from toolkit.sql import connect
+from toolkit.store import Store
+from toolkit.summary import SummaryOptions, summarize_data
+
+
+def _mixed_store(root: Path, dataset) -> Store:
+    """Collected runs with 3 passes, a second judge and failed cases; an imported run with errors and
+    repeated successes (its source's reported scores feed its summary)."""
+    store = Store.open(root)
+    analysis_sim.write_run(store, dataset, "a", 0.4, 11, passes=3, flip=0.2, extra_judges=(("judge-y", 0.3),),
+                           failed=frozenset(dataset.cases["case_id"].to_list()[:2]))
+    analysis_sim.write_run(store, dataset, "b/odd 'id'", -0.3, 12, passes=2, flip=0.3, created=1)
+    from toolkit.reference import import_reference
+
+    path = root.parent / "imported.jsonl"
+    rm.write_rows(path, rm.make_rows(list(dataset.raw_cases), seed=5, error_rate=0.15))
+    import_reference(store, path, dataset, "imp")
+    return store
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory, sample_dataset) -> Store:
+    return _mixed_store(tmp_path_factory.mktemp("mixed") / "st", sample_dataset)
+
+
+def _same(got: pl.DataFrame, want: pl.DataFrame, key: list[str]) -> None:
+    """Equal values, bit for bit (NaN equals NaN), row for row after sorting by the key."""
+    assert got.height == want.height and got.height > 0
+    a, b = got.select(want.columns).sort(key), want.sort(key)
+    for column in want.columns:
+        for x, y in zip(a[column].to_list(), b[column].to_list()):
+            assert x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y)), \
+                (column, x, y)
+
+
+@pytest.mark.parametrize("options", [
+    SummaryOptions(),
+    SummaryOptions(order="dataset", selection=JudgeSelection(passes=(2, 3))),
+    SummaryOptions(order="reference", selection=JudgeSelection(judge="judge-y")),
+], ids=["default", "passes-2-3-dataset", "judge-y-reference"])
+def test_derived_views_equal_the_toolkit_exactly(mixed: Store, options: SummaryOptions) -> None:
+    run_ids = mixed.run_ids()
+    data = read_runs(mixed, run_ids, texts=False)
+    con = connect(mixed, options=options)
+    passes = scored_passes(data, latest_valid_decisions(data.judgments, data.decisions))
+    _same(con.sql("FROM pass_scores").pl(), passes, ["run_id", "case_id", "judge_model", "judge_pass"])
+    cases = per_case(data, options.selection)
+    assert cases["passes"].max() >= (1 if options.selection.judge else 2)  # Kahan mean, Welford sd exercised
+    _same(con.sql("FROM case_scores").pl(), cases, ["run_id", "case_id"])
+    summaries = summarize_data(data, run_ids, options)
+    bench = pl.DataFrame([{"run_id": r, "benchmark": n, "n": b["n"], "mean": b["mean"], "ci_low": b["ci95"][0],
+                           "ci_high": b["ci95"][1]} for r, s in summaries.items() for n, b in s["benchmarks"].items()])
+    _same(con.sql("FROM benchmark_scores").pl(), bench, ["run_id", "benchmark"])
+    fields = ("answer_model", "judge_model", "dataset_sha256", "completed_cases", "errors", "overall_macro_mean",
+              "judge_passes_per_answer", "started_at", "finished_at")
+    runs = pl.DataFrame([{"run_id": r, **{f: s[f] for f in fields}, "ci_low": s["overall_ci95"][0],
+                          "ci_high": s["overall_ci95"][1]} for r, s in summaries.items()])
+    got = con.sql("FROM run_summary").pl()
+    _same(got, runs, ["run_id"])
+    assert dict(zip(got["run_id"], got["order"])) == {
+        r: ("reference" if r == "imp" else "dataset") if options.order == "auto" else options.order for r in run_ids}
+    assert sorted(got.filter(pl.col("errors") > 0)["run_id"]) == ["a", "imp"]
+
+
+def test_exact_rounding_and_fsum_macros_against_python() -> None:
+    rng = random.Random(5)
+    xs = [rng.random() for _ in range(3000)] + [(k + 0.5) / 10000 for k in range(0, 10000, 7)]
+    xs += [math.nextafter((k + 0.5) / 10000, s) for k in range(0, 10000, 13) for s in (2, -1)]
+    xs += [k / 32 for k in range(33)] + [0.00015, 0.12345, 0.99995, 0.0, 1.0]  # exact ties: half to even
+    con = duckdb.connect()
+    for macro in views.MACROS:
+        con.execute(macro)
+    con.register("t", pl.DataFrame({"i": range(len(xs)), "x": xs}).to_arrow())
+    got = con.sql("SELECT bs_round4(x) FROM t ORDER BY i").pl().to_series().to_list()
+    assert [round(x, 4) for x in xs] == got
+    groups = [(g, v) for g in range(600) for v in (
+        [rng.choice([round(rng.random(), 4), rng.random(), rng.randint(0, 12) / rng.randint(1, 13)])
+         for _ in range(rng.choice([1, 2, 3, 30, 200]))])]
+    frame = pl.DataFrame(groups, schema={"g": pl.Int64, "value": pl.Float64}, orient="row")
+    con.register("gt", frame.to_arrow())
+    got = con.sql(f"WITH s AS (SELECT g, count(*) AS n, {views._limb_sums('value')} FROM gt GROUP BY g) "
+                  "SELECT g, bs_fsum(bs_limbs(_h, _m, _l), _finite, _plain) / n FROM s ORDER BY g").fetchall()
+    want = frame.group_by("g").agg(pl.col("value")).sort("g")
+    assert [m for _, m in got] == [math.fsum(v) / len(v) for v in want["value"].to_list()]
+
+
+def test_views_hide_storage_columns_and_keep_the_store_types(mixed: Store, tmp_path: Path) -> None:
+    from toolkit.tables import TABLES
+
+    con = connect(mixed, derived=())
+    out = tmp_path / "x.duckdb"
+    assert main(["db", "--out", str(out), "--store", str(mixed.root)]) == 0
+    filed = duckdb.connect(str(out), read_only=True)
+    for name, table in TABLES.items():
+        want = [(c, views.duck_type(name, c)) for c in views.columns(name)]
+        assert "write_id" not in dict(want) and "part" not in dict(want)
+        for c in (con, filed):
+            assert [(r[0], r[1]) for r in c.execute(f'DESCRIBE "{name}"').fetchall()] == want
+    for view in views.DERIVED:  # the dictionary's types are the views' types
+        assert [(r[0], r[1]) for r in filed.execute(f"DESCRIBE {view.name}").fetchall()] == \
+            [(n, t) for n, t, _ in view.columns]
+    assert filed.execute("SELECT count(*) FROM runs").fetchone()[0] == 3
+
+
+README_QUERIES = {
+    "leaderboard": "SELECT run_id, round(overall_macro_mean, 4) AS overall, round(ci_low, 4) AS low, "
+                   "round(ci_high, 4) AS high FROM run_summary ORDER BY overall_macro_mean DESC",
+    "worst_benchmark": "SELECT run_id, arg_min(benchmark, mean) AS worst, round(min(mean), 4) AS mean "
+                       "FROM benchmark_scores GROUP BY run_id ORDER BY run_id",
+    "missed_by_all": "SELECT i.benchmark, i.item_id, i.points, left(i.text, 60) AS item FROM decisions d "
+                     "JOIN rubric_items i USING (case_id, item_id) WHERE i.points > 0 GROUP BY ALL "
+                     "HAVING bool_and(NOT d.matched) ORDER BY i.points DESC, i.item_id",
+}
+
+
+def _fresh_process(database: Path, queries: dict[str, str]) -> dict[str, list]:
+    """The queries run by a new Python process with a plain, read-only DuckDB (no extension loaded)."""
+    code = ("import duckdb, json, sys\n"
+            "con = duckdb.connect(sys.argv[1], read_only=True, config={'autoinstall_known_extensions': False,"
+            " 'autoload_known_extensions': False})\n"
+            "queries = json.loads(sys.argv[2])\n"
+            "print(json.dumps({k: [list(r) for r in con.execute(q).fetchall()] for k, q in queries.items()}))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(database), json.dumps(queries)], capture_output=True,
+                          text=True, timeout=120, cwd=database.parent)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_readme_queries_on_the_demo_database(demo_store: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "results.duckdb"
+    assert main(["db", "--out", str(out), "--store", str(demo_store)]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {out}: 4 runs")
+    got = _fresh_process(out, README_QUERIES)
+    store = Store.open(demo_store)
+    data = read_runs(store, store.run_ids(), texts=False)
+    summaries = summarize_data(data, store.run_ids(), SummaryOptions())
+    ranked = sorted(summaries, key=lambda r: -summaries[r]["overall_macro_mean"])
+    assert [row[0] for row in got["leaderboard"]] == ranked == ["sim/strong", "sim/medium", "sim/skill-0.45", "sim/weak"]
+    assert [row[1:] for row in got["leaderboard"]] == [
+        [round(summaries[r]["overall_macro_mean"], 4), round(summaries[r]["overall_ci95"][0], 4),
+         round(summaries[r]["overall_ci95"][1], 4)] for r in ranked]
+    worst = {r: min(s["benchmarks"].items(), key=lambda kv: kv[1]["mean"]) for r, s in summaries.items()}
+    assert got["worst_benchmark"] == [[r, worst[r][0], round(worst[r][1]["mean"], 4)] for r in sorted(worst)]
+    decisions = data.decisions.join(data.rubric_items, on=["case_id", "item_id"]).filter(pl.col("points") > 0)
+    missed = decisions.group_by("item_id").agg((~pl.col("matched")).all().alias("all_missed")).filter("all_missed")
+    assert sorted(row[1] for row in got["missed_by_all"]) == sorted(missed["item_id"].to_list())
+    assert got["missed_by_all"]  # the demo's weak models leave some items missed by everyone
+
+
+def test_database_stays_current_as_runs_land_and_leave(tmp_path: Path, sample_dataset) -> None:
+    store = Store.open(tmp_path / "st")
+    analysis_sim.write_run(store, sample_dataset, "first", 0.2, 1)
+    out = tmp_path / "db" / "r.duckdb"
+    out.parent.mkdir()
+    assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0
+    query = {"runs": "SELECT run_id, ci_low IS NOT NULL FROM run_summary ORDER BY run_id",
+             "info": "SELECT store_version, intervals_store_version FROM bedside_info"}
+    before = _fresh_process(out, query)
+    assert before["runs"] == [["first", True]]
+    analysis_sim.write_run(store, sample_dataset, "second", 0.9, 2, created=1)  # the hook refreshes the file
+    after = _fresh_process(out, query)
+    assert after["runs"] == [["first", True], ["second", False]]  # no interval computed for it yet
+    assert after["info"] == [[store.version(), before["info"][0][0]]]
+    store.delete_run("first")
+    assert _fresh_process(out, query)["runs"] == [["second", False]]
+    assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0  # rebuilt in place: intervals too
+    assert _fresh_process(out, query)["runs"] == [["second", True]]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["r.duckdb"]  # no temporary file left
+
+
+def test_database_open_elsewhere_warns_once_and_the_write_stands(tmp_path: Path, sample_dataset, capfd) -> None:
+    store = Store.open(tmp_path / "st")
+    analysis_sim.write_run(store, sample_dataset, "kept", 0.2, 1)
+    analysis_sim.write_run(store, sample_dataset, "gone", 0.4, 2, created=1)
+    out = tmp_path / "r.duckdb"
+    assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0
+    capfd.readouterr()
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time\n"
+                               "con = duckdb.connect(sys.argv[1], read_only=True)\nprint('open', flush=True)\n"
+                               "time.sleep(60)", str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        store.delete_run("gone")  # the database is locked by the reader: one warning, the delete stands
+        err = capfd.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"bedside: warning: {out}: not refreshed"), err
+        assert store.run_ids() == ["kept"]
+    finally:
+        holder.kill()
+        holder.wait()
+    stale = _fresh_process(out, {"runs": "SELECT run_id FROM runs ORDER BY run_id"})
+    assert stale["runs"] == [["gone"], ["kept"]]  # the deleted run's dead files, until a refresh
+    assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0
+    assert _fresh_process(out, {"runs": "SELECT run_id FROM run_summary"})["runs"] == [["kept"]]
+
+
+def _one_line(capsys, argv: list[str]) -> str:
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+def test_bad_outputs_are_one_line_and_leave_files_alone(tmp_path: Path, sample_dataset, capsys) -> None:
+    store = Store.open(tmp_path / "st")
+    analysis_sim.write_run(store, sample_dataset, "r", 0.2, 1)
+    line = _one_line(capsys, ["db", "--out", str(tmp_path / "missing" / "x.duckdb"), "--store", str(store.root)])
+    assert "does not exist" in line and not (tmp_path / "missing").exists()
+    notes = tmp_path / "notes.duckdb"
+    notes.write_text("my notes\n" * 10)
+    assert "not a DuckDB database" in _one_line(capsys, ["db", "--out", str(notes), "--store", str(store.root)])
+    assert notes.read_text() == "my notes\n" * 10
+    theirs = tmp_path / "theirs.duckdb"
+    con = duckdb.connect(str(theirs))
+    con.execute("CREATE TABLE t AS SELECT 42 AS answer")
+    con.close()
+    before = theirs.read_bytes()
+    assert "did not write" in _one_line(capsys, ["db", "--out", str(theirs), "--store", str(store.root)])
+    assert theirs.read_bytes() == before
+    assert "no store here" in _one_line(capsys, ["db", "--out", str(tmp_path / "y.duckdb"),
+                                                 "--store", str(tmp_path / "nope")])
+    assert not (tmp_path / "y.duckdb").exists()
+    good = tmp_path / "good.duckdb"
+    assert main(["db", "--out", str(good), "--store", str(store.root)]) == 0
+    kept = good.read_bytes()
+    part = store.files("judgments")[0]
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    state = snapshot(store.root)
+    line = _one_line(capsys, ["db", "--out", str(good), "--store", str(store.root)])
+    assert str(part) in line and "damaged" in line
+    assert good.read_bytes() == kept and snapshot(store.root) == state
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_store_with_no_runs_gives_empty_views_of_the_right_types(tmp_path: Path, sample_dataset) -> None:
+    store = Store.open(tmp_path / "st")
+    store.write_dataset(sample_dataset)
+    out = tmp_path / "e.duckdb"
+    assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0
+    names = [v.name for v in views.DERIVED] + ["runs", "answers", "judgments", "decisions", "run_intervals"]
+    got = _fresh_process(out, {n: f"SELECT count(*) FROM {n}" for n in names} |
+                         {"types": "SELECT column_name, data_type FROM information_schema.columns "
+                                   "WHERE table_name = 'run_summary' ORDER BY ordinal_position",
+                          "items": "SELECT count(*) FROM rubric_items", "info": "SELECT store_version FROM bedside_info"})
+    assert all(got[n] == [[0]] for n in names)
+    assert [tuple(r) for r in got["types"]] == [(n, t) for n, t, _ in views.DERIVED[-1].columns]
+    assert got["items"] == [[sample_dataset.rubric_items.height]] and got["info"] == [[None]]
+
+
+def test_db_command_is_quick_on_the_demo_store(demo_store: Path, tmp_path: Path) -> None:
+    start = time.monotonic()
+    assert main(["db", "--out", str(tmp_path / "d.duckdb"), "--store", str(demo_store)]) == 0
+    assert time.monotonic() - start < 20  # ~1 s here: the bootstrap of four runs dominates
