@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed-stamp
 LAB_STAMP := $(VENV)/.notebooks-stamp
 # Jupyter starts each kernel in the notebook's folder, so the notebooks get the store as an absolute path.
 LAB_STORE := $(abspath $(or $(BEDSIDE_STORE),data/results))
+# Jupyter refuses to run as root without --allow-root (as in many containers).
+LAB_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
 .PHONY: demo test lab
 
@@ -35,4 +37,4 @@ lab: $(LAB_STAMP)
 		"import sys, toolkit as bs; sys.exit(not bs.Store.open().run_ids())" \
 		|| BEDSIDE_STORE='$(LAB_STORE)' $(VENV)/bin/bedside demo
 	@echo "Notebooks read the store $(LAB_STORE); start with 01-quickstart.ipynb."
-	BEDSIDE_STORE='$(LAB_STORE)' $(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ARGS)
+	BEDSIDE_STORE='$(LAB_STORE)' $(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ROOT) $(LAB_ARGS)
