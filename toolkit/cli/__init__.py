@@ -7,6 +7,7 @@ the openai SDK nor aiohttp, and an analysis command never pays for the collector
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib import import_module
 
@@ -93,5 +94,11 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from toolkit.cli.common import run_safely
+
+    # numpy's OpenBLAS runs a matrix product on a thread per core; the commands' products are small
+    # (runs x cases by cases x resamples), and on a busy machine its threads spin against the other
+    # processes: compare's ten products took 0.3 s instead of 25 ms at load 20 (same numbers: the
+    # threads split the output, not the sums). Before numpy is imported; the user's setting wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
     return run_safely(cli, argv if argv is not None else sys.argv[1:])
