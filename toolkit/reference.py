@@ -22,7 +22,7 @@ from toolkit.dataset import Dataset, Problem
 from toolkit.inputs import MiB
 from toolkit.reference_checks import _check_row, checker  # noqa: F401  (_check_row: the audit's row rules)
 from toolkit.reference_export import export_reference  # noqa: F401  (public here since before the split)
-from toolkit.reference_stream import FileRows, ImportError_, Problems, iter_result_rows
+from toolkit.reference_stream import FileRows, ImportError_, Problems, check_scores, iter_result_rows
 from toolkit.store import Store, StoreError
 
 CHUNK_BYTES = 32 * MiB  # lines of a file held as rows before they go to the store in one data commit
@@ -186,7 +186,9 @@ class _Importer:
                     if pending is None and blocked is None:
                         pending, blocked = self._begin(run_id, lock)
                     if pending is not None:
-                        self.store.add_rows([(pending, rows.take())])
+                        tables = rows.take()
+                        check_scores([rows], self.dataset.rubric_items)
+                        self.store.add_rows([(pending, tables)])
                     else:
                         rows.drop()
             rows.finish(f"{self.dataset.source} (sha256 {self.dataset.sha256[:12]})")
@@ -205,6 +207,7 @@ class _Importer:
         """The buffered rows of the ready files in one data commit per table, then each file's runs commit."""
         ready, self.ready, self.ready_bytes = self.ready, [], 0
         try:
+            check_scores([r.rows for r in ready], self.dataset.rubric_items)
             self.store.add_rows([(r.pending, r.tables) for r in ready])
         except _FAILURES as error:
             for r in ready:

@@ -116,6 +116,7 @@ class FileRows:
         self.attempts: dict[str, int] = {}
         self.judge_attempts: dict[str, int] = {}
         self.disagreements: list[tuple[int, str, float, float]] = []
+        self._unchecked: list[tuple] = []  # taken rows whose scores check_scores has not compared yet
         self.buffering = True  # False: only checking (the run cannot be written; errors are still found)
         self._clear()
 
@@ -182,9 +183,11 @@ class FileRows:
         self._scores.append((number, case_id, float(row["score"])))
 
     def take(self) -> dict[str, Any]:
-        """The buffered rows as Arrow tables of the run tables (after checking their scores against the
-        rubric: ``disagreements``), and an empty buffer."""
-        self._disagree()
+        """The buffered rows as Arrow tables of the run tables, and an empty buffer. Their scores wait for
+        ``check_scores`` (done for many files at once: one scoring call instead of one per file)."""
+        d = self._cols["decisions"]
+        if self._scores:
+            self._unchecked.append((self._lines, d["case_id"], d["item_id"], d["matched"], self._scores))
         out = {}
         for table, cols in self._cols.items():
             size = len(cols["case_id"])
@@ -196,21 +199,6 @@ class FileRows:
         """Forget the buffered rows (the run cannot be written: the file is only being checked)."""
         self.buffering = False
         self._clear()
-
-    def _disagree(self) -> None:
-        """Scores the file records that the rubric does not give (warnings, in line order)."""
-        if not self._scores:
-            return
-        d = self._cols["decisions"]
-        frame = pl.DataFrame({"run_id": list(map(str, self._lines)), "case_id": d["case_id"], "judge_model": "",
-                              "judge_pass": 1, "item_id": d["item_id"], "matched": d["matched"]},
-                             schema_overrides={"judge_pass": pl.Int32, "matched": pl.Boolean})
-        scores = pass_scores(frame, self.checker.dataset.rubric_items)
-        recomputed = {(int(r), c): s for r, c, s in scores.select("run_id", "case_id", "score").iter_rows()}
-        for number, case_id, score in self._scores:
-            got = recomputed.get((number, case_id))
-            if got is not None and score != got:
-                self.disagreements.append((number, case_id, score, got))
 
     def finish(self, dataset_text: str) -> None:
         """Raise the file's problems, if any (lines that are not JSON first, as a whole-file read found them
@@ -224,3 +212,29 @@ class FileRows:
         if not self.kept:
             raise ImportError_([Problem(str(self.path), "case_id", f"no row is a case of the dataset {dataset_text}; "
                                                                    "pass the --dataset these results were graded on")])
+
+
+def check_scores(files: list[FileRows], rubric_items: pl.DataFrame) -> None:
+    """Compare the score each taken row of these files records with the one the rubric gives (the project's
+    scoring), adding every difference to its file's ``disagreements`` (warnings, in line order)."""
+    keys, case_ids, item_ids, matched = [], [], [], []
+    for k, rows in enumerate(files):
+        for lines, cases, items, hits, _ in rows._unchecked:
+            keys += [(k << 32) | n for n in lines]
+            case_ids += cases
+            item_ids += items
+            matched += hits
+    if not keys:
+        return
+    frame = pl.DataFrame({"run_id": keys, "case_id": case_ids, "judge_model": "", "judge_pass": 1,
+                          "item_id": item_ids, "matched": matched},
+                         schema_overrides={"run_id": pl.Int64, "judge_pass": pl.Int32, "matched": pl.Boolean})
+    scores = pass_scores(frame, rubric_items)
+    recomputed = dict(zip(zip(scores["run_id"].to_list(), scores["case_id"].to_list()), scores["score"].to_list()))
+    for k, rows in enumerate(files):
+        for *_, scored in rows._unchecked:
+            for number, case_id, score in scored:
+                got = recomputed.get(((k << 32) | number, case_id))
+                if got is not None and score != got:
+                    rows.disagreements.append((number, case_id, score, got))
+        rows._unchecked = []

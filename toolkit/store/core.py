@@ -287,6 +287,9 @@ class Store(RunManagement, PendingWrites):
         data = to_arrow("runs", [row])
         seg = _part(run_id)
         data = data.append_column(PART, pa.array([seg], pa.string()))
+        if current is None and drop is None:  # a new run, under its lock: no row to replace, no predicate scan
+            delta.append(self._path("runs"), "runs", data)
+            return
         where = f"{PART} = '{seg}'" if drop is None else f"{PART} IN ('{seg}', '{drop}')"
         delta.overwrite(self._path("runs"), "runs", data, where)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from toolkit.store import delta
+from toolkit.store import databases, delta
 from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
 from toolkit.store.paths import StoreError, part_of
 
@@ -89,6 +89,7 @@ class PendingWrites:
         self._commit_row(pending.run_id, current, run_row, step, live, replace)
         if replace and current is not None:
             self._sweep(pending.run_id, set(live))
+        databases.refresh(self)  # registered `bedside db` files now read the new live files
 
     def abandon_write(self, pending: PendingWrite) -> None:
         """Sweep the rows a write that will not be finished committed (best effort: they are invisible
