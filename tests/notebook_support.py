@@ -183,7 +183,6 @@ def run_notebook(name: str | Path, store: Path, timeout: int = TIMEOUT_S, cwd: P
     require_notebook_tools()
     import nbformat
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
     path = name if isinstance(name, Path) else NOTEBOOKS / name
     name = path.name
@@ -195,7 +194,9 @@ def run_notebook(name: str | Path, store: Path, timeout: int = TIMEOUT_S, cwd: P
     started = time.perf_counter()
     try:
         client.execute(env=env)
-    except (CellExecutionError, CellTimeoutError) as error:
+    except Exception as error:  # a failing cell, a timeout, a dead kernel, no python3 kernel: one line each
+        if isinstance(error, TimeoutError):  # nbclient interrupts the cell: it shows a KeyboardInterrupt
+            error = TimeoutError(f"timed out after {timeout} s")
         raise AssertionError(failing_cell(name, node, error)) from None
     return ExecutedNotebook(name, node, time.perf_counter() - started)
 
@@ -216,7 +217,8 @@ def failing_cell(name: str, node: Any, error: Exception) -> str:
     for index, cell in enumerate(node.cells):
         for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
             if out.output_type == "error":
-                return f"{name}: cell {index} ({first_line(cell)}) failed: {out.ename}: {out.evalue}"
+                why = str(error) if isinstance(error, TimeoutError) else f"failed: {out.ename}: {out.evalue}"
+                return f"{name}: cell {index} ({first_line(cell)}) {why}"
     last = next((i for i in range(len(node.cells) - 1, -1, -1)
                  if node.cells[i].cell_type == "code" and node.cells[i].get("execution_count")), None)
     where = f"after cell {last}" if last is not None else "before the first cell"

@@ -97,3 +97,14 @@ def test_polars_frames_are_read_back_from_their_text() -> None:
     assert [len(t) for t in parsed] == [2, 1]
     assert parsed[0][0] == {"run_id": "sim/strong", "a_column_name_that_is_long": "0.5"}
     assert parsed[0][1]["run_id"].startswith('a-"run"-id <longer>') and parsed[0][1]["run_id"].endswith("…")
+
+
+def test_a_cell_over_its_time_is_one_line_naming_it(tmp_path: Path, demo_store: Path) -> None:
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    path = tmp_path / "slow.ipynb"
+    nbformat.write(new_notebook(cells=[new_code_cell("x = 1"), new_code_cell("import time\ntime.sleep(30)")]), path)
+    with pytest.raises(AssertionError) as failure:
+        run_notebook(path, demo_store, timeout=2)
+    assert str(failure.value) == "slow.ipynb: cell 1 (import time) timed out after 2 s", str(failure.value)
