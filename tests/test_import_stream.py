@@ -146,3 +146,22 @@ def test_kill_9_in_the_middle_of_a_streamed_import(tmp_path: Path, sample_datase
     alone = tmp_path / "alone"
     assert import_reference(Store.open(alone), path, sample_dataset, "big") == report
     assert [r for r in _content(store)["answers"] if r[0] == "big"] == _content(alone)["answers"]
+
+
+def test_disagreements_stay_with_their_file_and_line(tmp_path: Path, sample_dataset) -> None:
+    # Scores are checked for a batch of files in one scoring call, and for a streamed file chunk by chunk.
+    # The files share their lines but the altered ones: a line of one file must never be scored with another's.
+    paths, expected = [], {}
+    for k in range(3):
+        rows = _rows(sample_dataset, range(3))
+        scored = [i for i, r in enumerate(rows) if "score" in r]
+        bad = [scored[k], scored[-1 - k]]
+        for i in bad:
+            rows[i] = {**rows[i], "score": 0.123456}
+        paths.append(_write(tmp_path / f"f{k}.jsonl", rows))
+        expected[f"f{k}"] = [(i + 1, rows[i]["case_id"], 0.123456) for i in bad]
+    reports = import_many(Store.open(tmp_path / "batched"), paths, sample_dataset)
+    assert {r.run_id: [(d.line, d.case_id, d.file_score) for d in r.disagreements] for r in reports} == expected
+    for path in paths:
+        report = import_reference(Store.open(tmp_path / "streamed"), path, sample_dataset, chunk_bytes=30_000)
+        assert [(d.line, d.case_id, d.file_score) for d in report.disagreements] == expected[path.stem]

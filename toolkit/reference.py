@@ -207,26 +207,28 @@ class _Importer:
         """The buffered rows of the ready files in one data commit per table, then each file's runs commit."""
         ready, self.ready, self.ready_bytes = self.ready, [], 0
         try:
-            check_scores([r.rows for r in ready], self.dataset.rubric_items)
-            self.store.add_rows([(r.pending, r.tables) for r in ready])
-        except _FAILURES as error:
-            for r in ready:
-                self.results[r.index] = error
-                self.store.abandon_write(r.pending)
-                r.lock.close()
-            return
-        for k, r in enumerate(ready):
             try:
-                self.results[r.index] = self._finish(r)
-            except _FAILURES as error:
-                self.results[r.index] = error
-                self.store.abandon_write(r.pending)
-            except BaseException:
-                for rest in ready[k:]:
-                    self.store.abandon_write(rest.pending)
-                    rest.lock.close()
-                raise
-            finally:
+                check_scores([r.rows for r in ready], self.dataset.rubric_items)
+                self.store.add_rows([(r.pending, r.tables) for r in ready])
+            except _FAILURES as error:  # a full disk, say: none of these files became a run
+                for r in ready:
+                    self.results[r.index] = error
+                    self.store.abandon_write(r.pending)
+                return
+            for r in ready:
+                try:
+                    self.results[r.index] = self._finish(r)
+                except _FAILURES as error:
+                    self.results[r.index] = error
+                    self.store.abandon_write(r.pending)
+                r.lock.close()
+        except BaseException:  # an interrupt: the files not yet committed leave nothing visible behind
+            for r in ready:
+                if self.results[r.index] is None:
+                    self.store.abandon_write(r.pending)
+            raise
+        finally:
+            for r in ready:
                 r.lock.close()
 
     def _finish(self, ready: _Ready) -> ImportReport:
