@@ -11,7 +11,10 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tests.collect_support import bedside
+from toolkit.analysis.agreement import AgreementOptions, judge_agreement
 from toolkit.analysis.judge_noise import NoiseOptions, gaps, judge_noise, noise_by_run, noise_sd, rater_means
+from toolkit.scoring import case_scores, pass_scores
 from toolkit.selection import JudgeSelection, read_runs
 from toolkit.store import Store
 
@@ -81,3 +84,23 @@ def test_on_the_demo_store(demo_store: Path) -> None:
         judge_noise(data, NoiseOptions(judge="sim/judge"))
     other = judge_noise(data, NoiseOptions(judge="sim/judge-noisy", selection=JudgeSelection(judge="sim/judge-noisy")))
     assert other.runs["overall"].to_list() != passes.runs["overall"].to_list()
+
+
+def test_the_demo_scores_from_its_primary_judge_and_gives_agreement_something_real(demo_store: Path) -> None:
+    store = Store.open(demo_store)
+    data = read_runs(store, store.run_ids(), texts=False)
+    assert set(data.runs["judge_model"].to_list()) == {"sim/judge"}
+    # the leaderboard's means are those of sim/judge's decisions alone, the second judge's left out by hand
+    alone = case_scores(pass_scores(data.decisions.filter(pl.col("judge_model") == "sim/judge"), data.rubric_items))
+    by_hand = dict(alone.group_by("run_id", "benchmark").agg(pl.col("score").mean())
+                   .group_by("run_id").agg(pl.col("score").mean()).iter_rows())
+    noise = judge_noise(data, NoiseOptions(judge="sim/judge-noisy"))
+    assert dict(noise.runs.select("run_id", "overall").iter_rows()) == pytest.approx(by_hand, rel=1e-12)
+    # `bedside agreement --run sim/strong` on the demo store: three raters and the API's coefficients
+    code, out, err = bedside("agreement", "--run", "sim/strong", "--store", demo_store, "--section", "summary",
+                             "--format", "csv")
+    assert code == 0, err
+    shown = pl.read_csv(out.encode()).row(0, named=True)
+    want = judge_agreement(data, AgreementOptions()).summary.filter(pl.col("run_id") == "sim/strong").row(0, named=True)
+    assert shown["raters"] == 3 and shown["rater_labels"] == "sim/judge#1, sim/judge-noisy#1, sim/judge-noisy#2"
+    assert 0.5 < shown["fleiss_kappa"] < 1 and shown["fleiss_kappa"] == pytest.approx(want["fleiss_kappa"], rel=1e-9)
