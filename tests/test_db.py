@@ -99,10 +99,12 @@ def test_exact_rounding_and_fsum_macros_against_python() -> None:
     groups = [(g, v) for g in range(600) for v in (
         [rng.choice([round(rng.random(), 4), rng.random(), rng.randint(0, 12) / rng.randint(1, 13)])
          for _ in range(rng.choice([1, 2, 3, 30, 200]))])]
+    groups += [(600, 0.0), (600, 0.0), (601, 0.0), (601, 2.0 ** -60)]  # zero sums; the smallest exact one
     frame = pl.DataFrame(groups, schema={"g": pl.Int64, "value": pl.Float64}, orient="row")
     con.register("gt", frame.to_arrow())
-    got = con.sql(f"WITH s AS (SELECT g, count(*) AS n, {views._limb_sums('value')} FROM gt GROUP BY g) "
-                  "SELECT g, bs_fsum(bs_limbs(_h, _m, _l), _finite, _plain) / n FROM s ORDER BY g").fetchall()
+    steps = views.FSUM_STEPS.format(name="f", prev="s")
+    got = con.sql(f"WITH s AS (SELECT g, count(*) AS n, {views._limb_sums('value')} FROM gt GROUP BY g), {steps} "
+                  "SELECT g, _fsum / n FROM f ORDER BY g").fetchall()
     want = frame.group_by("g").agg(pl.col("value")).sort("g")
     assert [m for _, m in got] == [math.fsum(v) / len(v) for v in want["value"].to_list()]
 

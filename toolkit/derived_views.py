@@ -1,7 +1,7 @@
 """The four derived views, one definition each: SQL over the store's table views, and the data dictionary.
 
 Every step mirrors a toolkit function (named in each doc) so the numbers are the toolkit's; the macros
-(``bs_*``) and the placeholders (``{selection}``, ``{order}``, protocol constants, ``{sums_*}``) are
+(``bs_*``) and the placeholders (``{selection}``, ``{order}``, protocol constants, ``{sums_*}``, ``{fsum_*}``) are
 filled in by ``toolkit.views``. Plain data: no engine is imported here.
 """
 
@@ -145,7 +145,8 @@ BENCHMARK_SCORES = View(
     CASE WHEN {order} = 'reference' THEN coalesce(c.reported_score, c.score) ELSE c.score END AS value
   FROM case_scores c JOIN runs r ON r.run_id = c.run_id),
 s AS (SELECT run_id, benchmark, count(*) AS n, {sums_value} FROM v GROUP BY run_id, benchmark),
-b AS (SELECT run_id, benchmark, n, bs_fsum(bs_limbs(_h, _m, _l), _finite, _plain) / n AS mean FROM s)
+{fsum_b},
+b AS (SELECT run_id, benchmark, n, _fsum / n AS mean FROM fb)
 SELECT b.run_id, b.benchmark, b.n, b.mean, i.ci_low, i.ci_high
 FROM b JOIN runs r ON r.run_id = b.run_id
 LEFT JOIN run_intervals i ON i.run_id = b.run_id AND i.benchmark = b.benchmark
@@ -171,7 +172,8 @@ RUN_SUMMARY = View(
         ("finished_at", "VARCHAR", "Latest finish time of the run's calls."),
     ),
     """WITH s AS (SELECT run_id, count(*) AS nb, {sums_mean} FROM benchmark_scores GROUP BY run_id),
-bm AS (SELECT run_id, nb, bs_fsum(bs_limbs(_h, _m, _l), _finite, _plain) AS total FROM s),
+{fsum_r},
+bm AS (SELECT run_id, nb, _fsum AS total FROM fr),
 done AS (SELECT run_id, count(*) AS completed_cases FROM case_scores GROUP BY run_id),
 sel AS (
   SELECT x.* FROM judgments x JOIN runs r ON r.run_id = x.run_id

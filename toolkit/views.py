@@ -10,8 +10,9 @@ The numbers equal the toolkit's polars/Python ones bit for bit (tests/test_db.py
 - the mean over passes is polars' (Kahan sum / n) and its sd polars' (Welford);
 - benchmark and overall means are ``math.fsum(values) / n``: the values are cut into three integer
   limbs of 60 bits each (exact for values >= 2**-127), summed as HUGEINT and rounded to the nearest
-  double once (half to even), which is what ``fsum`` returns. Negative sums (never scores) fall back to
-  plain double arithmetic.
+  double once (half to even), which is what ``fsum`` returns. That holds for sums of 0 or >= 2**-60;
+  smaller positive sums and negative ones (neither occurs for scores: a non-zero score is >= 1e-4 or a
+  ratio of rubric points) fall back to plain double arithmetic.
 Bootstrap intervals are not SQL: ``run_intervals`` is a table the writer fills, stamped with each
 run's ``updated_at``; the views show an interval only while the run is unchanged since then.
 """
@@ -65,9 +66,9 @@ MACROS = (
     # carries: value = h * 2**-60 + m * 2**-120 + l * 2**-180 with 0 <= m, l < 2**60
     f"CREATE OR REPLACE MACRO bs_limbs(h, m, l) AS {{'h': h + ((m + (l >> 60)) >> 60),"
     f" 'm': (m + (l >> 60)) & {_MASK}, 'l': l & {_MASK}}}",
-    "CREATE OR REPLACE MACRO bs_bits(h) AS (CAST(floor(log2(h::DOUBLE)) AS INTEGER) + 1"
+    "CREATE OR REPLACE MACRO bs_bits(h) AS (CASE WHEN h <= 0 THEN 0 ELSE CAST(floor(log2(h::DOUBLE)) AS INTEGER) + 1"
     " - CASE WHEN (h >> (CAST(floor(log2(h::DOUBLE)) AS INTEGER))) = 0 THEN 1 ELSE 0 END"
-    " + CASE WHEN (h >> (CAST(floor(log2(h::DOUBLE)) AS INTEGER) + 1)) > 0 THEN 1 ELSE 0 END)",
+    " + CASE WHEN (h >> (CAST(floor(log2(h::DOUBLE)) AS INTEGER) + 1)) > 0 THEN 1 ELSE 0 END END)",
     # q: the top 53 bits, rem/half: what is cut off and half its unit, sticky: anything below
     "CREATE OR REPLACE MACRO bs_round_bits(q, rem, half, sticky, e) AS"
     " (q + CASE WHEN rem > half OR (rem = half AND (sticky OR q % 2 = 1)) THEN 1 ELSE 0 END)::DOUBLE * pow(2.0, e)",
@@ -77,18 +78,25 @@ MACROS = (
     "  1::HUGEINT << (b - 54), v.m > 0 OR v.l > 0, b - 53 - 60)"
     " ELSE bs_round_bits((v.h << (53 - b)) | (v.m >> (60 - (53 - b))), v.m & ((1::HUGEINT << (60 - (53 - b))) - 1),"
     "  1::HUGEINT << (59 - (53 - b)), v.l > 0, -60 - (53 - b)) END)",
-    # v: bs_limbs of a group's limb sums, given as columns (a macro repeats its arguments' expressions)
-    "CREATE OR REPLACE MACRO bs_fsum(v, finite, plain) AS"
-    " (CASE WHEN finite IS NOT FALSE THEN bs_fsum_of(v, bs_bits(v.h)) ELSE plain END)",
+    # v: bs_limbs of a group's limb sums, b: bs_bits(v.h), each a column of its own query level (a macro
+    # repeats its arguments' expressions: nested, planning them took most of a second)
+    "CREATE OR REPLACE MACRO bs_fsum(v, b, finite, plain) AS"
+    " (CASE WHEN finite IS NOT FALSE THEN bs_fsum_of(v, b) ELSE plain END)",
 )
 
 
 def _limb_sums(expr: str) -> str:
-    """SQL aggregates of a group for ``bs_fsum``: the limb sums ``_h``, ``_m``, ``_l``, whether every value is finite (``_finite``) and the plain sum (``_plain``: NaN or inf
+    """SQL aggregates of a group for ``bs_fsum`` (see FSUM_STEPS): the limb sums ``_h``, ``_m``, ``_l``, whether every value is finite (``_finite``) and the plain sum (``_plain``: NaN or inf
     anywhere make fsum's result that of a plain sum)."""
     finite = f"CASE WHEN isfinite({expr}) THEN {{f}}({expr}) ELSE 0 END"
     return (f"sum({finite.format(f='bs_limb0')}) AS _h, sum({finite.format(f='bs_limb1')}) AS _m, "
             f"sum({finite.format(f='bs_limb2')}) AS _l, bool_and(isfinite({expr})) AS _finite, sum({expr}) AS _plain")
+
+
+# The query levels after the limb sums (``{prev}``: the level holding them), ending in column ``_fsum``.
+FSUM_STEPS = ("{name}_v AS (SELECT *, bs_limbs(_h, _m, _l) AS _v FROM {prev}),\n"
+              "{name}_b AS (SELECT *, bs_bits(_v.h) AS _b FROM {name}_v),\n"
+              "{name} AS (SELECT *, bs_fsum(_v, _b, _finite, _plain) AS _fsum FROM {name}_b)")
 
 
 @dataclass(frozen=True)
@@ -142,7 +150,8 @@ def derived_view(view: View, options: ViewOptions = ViewOptions()) -> str:
     sql = view.sql.format(selection=selection, order=order, points=_literal(protocol.POINTS_RUBRIC),
                           positive=protocol.POSITIVE_CLASS_MIN, omission=protocol.SEVERE_OMISSION_CLASS,
                           commission=protocol.SEVERE_COMMISSION_CLASS, sums_value=_limb_sums("value"),
-                          sums_mean=_limb_sums("mean"))
+                          sums_mean=_limb_sums("mean"), fsum_b=FSUM_STEPS.format(name="fb", prev="s"),
+                          fsum_r=FSUM_STEPS.format(name="fr", prev="s"))
     return f'CREATE OR REPLACE VIEW "{view.name}" AS {sql}'
 
 
