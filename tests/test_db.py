@@ -172,6 +172,32 @@ def test_readme_queries_on_the_demo_database(demo_store: Path, tmp_path: Path, c
     assert got["missed_by_all"]  # the demo's weak models leave some items missed by everyone
 
 
+def _duckdb_shell() -> str:
+    """The DuckDB command-line shell (the test extra's duckdb-cli): skipped without it, failed in CI."""
+    import os
+    import shutil
+
+    found = shutil.which("duckdb", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    if found is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("the duckdb shell (pip package duckdb-cli, in the test extra) is missing; CI must have it")
+        pytest.skip("the duckdb shell is not installed (pip install duckdb-cli)")
+    return found
+
+
+def test_the_duckdb_shell_opens_the_file_and_answers_the_readme_queries(demo_store: Path, tmp_path: Path) -> None:
+    shell = _duckdb_shell()
+    out = tmp_path / "results.duckdb"
+    assert main(["db", "--out", str(out), "--store", str(demo_store)]) == 0
+    want = _fresh_process(out, README_QUERIES)
+    for name, sql in README_QUERIES.items():
+        done = subprocess.run([shell, "-readonly", "-json", str(out), "-c", sql], capture_output=True, text=True,
+                              timeout=120, cwd=tmp_path)
+        assert done.returncode == 0 and not done.stderr, done.stderr
+        rows = json.loads(done.stdout or "[]")
+        assert [list(r.values()) for r in rows] == want[name], name
+
+
 def test_database_stays_current_as_runs_land_and_leave(tmp_path: Path, sample_dataset) -> None:
     store = Store.open(tmp_path / "st")
     analysis_sim.write_run(store, sample_dataset, "first", 0.2, 1)
