@@ -102,6 +102,11 @@ _COLUMNS = {
 }
 
 
+def _columns(table: str, rows: list[tuple]) -> dict[str, list]:
+    names = _COLUMNS[table]
+    return dict(zip(names, map(list, zip(*rows)))) if rows else {c: [] for c in names}
+
+
 class FileRows:
     """One file's rows as they stream by: checked in file order, counted, and (while the file is still
     importable) buffered as store rows until ``take`` hands a chunk over."""
@@ -122,7 +127,9 @@ class FileRows:
 
     def _clear(self) -> None:
         self.buffered_bytes = 0
-        self._cols = {t: {c: [] for c in cols} for t, cols in _COLUMNS.items()}
+        self._answers: list[tuple] = []  # one tuple per row, in the order of _COLUMNS (transposed by take)
+        self._judgments: list[tuple] = []
+        self._decisions: dict[str, list] = {c: [] for c in _COLUMNS["decisions"]}
         self._lines: list[int] = []  # per decision: its row's line (for the disagreement check)
         self._scores: list[tuple[int, str, float]] = []  # per scored row: line, case, the file's score
 
@@ -153,26 +160,17 @@ class FileRows:
             return
         self.buffered_bytes += size
         attempt = self.attempts[case_id] = self.attempts.get(case_id, 0) + 1
-        a = self._cols["answers"]
-        for key, value in (("case_id", case_id), ("attempt", attempt), ("seq", number),
-                           ("answer_model", row.get("answer_model")), ("answer", row.get("answer") if success else None),
-                           ("answer_temperature", row.get("answer_temperature")),
-                           ("reasoning_effort", row.get("answer_reasoning_effort")),
-                           ("started_at", row.get("started_at")), ("finished_at", row.get("finished_at")),
-                           ("error", None if success else str(row.get("error")))):
-            a[key].append(value)
+        self._answers.append((case_id, attempt, number, row.get("answer_model"), row.get("answer") if success else None,
+                              row.get("answer_temperature"), row.get("answer_reasoning_effort"), row.get("started_at"),
+                              row.get("finished_at"), None if success else str(row.get("error"))))
         if not success:
             return
         j_attempt = self.judge_attempts[case_id] = self.judge_attempts.get(case_id, 0) + 1
         judge = row.get("judge_model") or ""
-        j = self._cols["judgments"]
-        for key, value in (("case_id", case_id), ("judge_model", judge), ("attempt", j_attempt),
-                           ("answer_attempt", attempt), ("seq", number), ("judge_temperature", row.get("judge_temperature")),
-                           ("started_at", row.get("started_at")), ("finished_at", row.get("finished_at")),
-                           ("elapsed_seconds", row.get("elapsed_seconds")), ("reported_score", float(row["score"])),
-                           ("reported_components", json.dumps(row.get("score_components"), ensure_ascii=False))):
-            j[key].append(value)
-        d = self._cols["decisions"]
+        self._judgments.append((case_id, judge, j_attempt, attempt, number, row.get("judge_temperature"),
+                                row.get("started_at"), row.get("finished_at"), row.get("elapsed_seconds"),
+                                float(row["score"]), json.dumps(row.get("score_components"), ensure_ascii=False)))
+        d = self._decisions
         n = len(row["decisions"])
         d["case_id"] += [case_id] * n
         d["judge_model"] += [judge] * n
@@ -185,11 +183,12 @@ class FileRows:
     def take(self) -> dict[str, Any]:
         """The buffered rows as Arrow tables of the run tables, and an empty buffer. Their scores wait for
         ``check_scores`` (done for many files at once: one scoring call instead of one per file)."""
-        d = self._cols["decisions"]
+        d = self._decisions
         if self._scores:
             self._unchecked.append((self._lines, d["case_id"], d["item_id"], d["matched"], self._scores))
         out = {}
-        for table, cols in self._cols.items():
+        for table, cols in (("answers", _columns("answers", self._answers)),
+                            ("judgments", _columns("judgments", self._judgments)), ("decisions", d)):
             size = len(cols["case_id"])
             out[table] = to_arrow(table, {**cols, "run_id": [self.run_id] * size, "judge_pass": [1] * size})
         self._clear()
