@@ -301,3 +301,18 @@ def test_db_command_is_quick_on_the_demo_store(demo_store: Path, tmp_path: Path)
     start = time.monotonic()
     assert main(["db", "--out", str(tmp_path / "d.duckdb"), "--store", str(demo_store)]) == 0
     assert time.monotonic() - start < 20  # ~1 s here: the bootstrap of four runs dominates
+
+
+def test_a_store_read_at_an_old_version_gives_a_snapshot_database(tmp_path: Path, sample_dataset) -> None:
+    from toolkit.database import write_database
+    from toolkit.store.databases import registered
+
+    store = Store.open(tmp_path / "st")
+    analysis_sim.write_run(store, sample_dataset, "old", 0.2, 1)
+    version = store.version()
+    analysis_sim.write_run(store, sample_dataset, "new", 0.4, 2, created=1)
+    info = write_database(Store.open(store.root, version=version), tmp_path / "then.duckdb")
+    assert info.store_version == version and info.runs == 1 and registered(store.root) == []
+    analysis_sim.write_run(store, sample_dataset, "newer", 0.6, 3, created=2)
+    got = _fresh_process(info.path, {"runs": "SELECT run_id FROM run_summary", "v": "SELECT store_version FROM bedside_info"})
+    assert got == {"runs": [["old"]], "v": [[version]]}

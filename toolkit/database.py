@@ -41,7 +41,8 @@ class DatabaseInfo:
 def write_database(store: Store, path: str | os.PathLike[str],
                    options: SummaryOptions = SummaryOptions()) -> DatabaseInfo:
     """Write (or rebuild in place, atomically) a DuckDB database file of views over ``store``; register it
-    with the store so its writes keep the views current. StoreError (one line) when the path cannot be
+    with the store so its writes keep the views current (not for a store opened at an old version: that
+    file stays a snapshot). StoreError (one line) when the path cannot be
     written or would replace a file that is not such a database, or a part file is damaged."""
     target = Path(path).absolute()
     root = store.root.resolve()
@@ -79,7 +80,9 @@ def write_database(store: Store, path: str | os.PathLike[str],
     finally:
         for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
             leftover.unlink(missing_ok=True)
-    databases.register(store.root, target)
+    if store.pinned is None:  # a store read as of an old version stays a snapshot: not refreshed
+        databases.register(store.root, target)
+        databases.refresh(store)  # commits that landed while this one was built: their files too
     return DatabaseInfo(target, version, runs, rows)
 
 
