@@ -30,11 +30,11 @@ $(LAB_STAMP): $(STAMP)
 	$(VENV)/bin/python -m pip install --quiet -e '.[test,notebooks]'
 	touch $(LAB_STAMP)
 
-# JupyterLab on notebooks/ over the default store; the demo's runs are collected first when it has none.
+# JupyterLab on notebooks/ over the default store; the demo's runs are collected first when it has none
+# (as `make demo` would: same store, report in reports/demo/).
 # `make lab LAB_ARGS=--no-browser` on a machine without a browser (open the printed URL).
 lab: $(LAB_STAMP)
-	@BEDSIDE_STORE='$(LAB_STORE)' $(VENV)/bin/python -c \
-		"import sys, toolkit as bs; sys.exit(not bs.Store.open().run_ids())" \
-		|| BEDSIDE_STORE='$(LAB_STORE)' $(VENV)/bin/bedside demo
+	@$(VENV)/bin/python -c "import sys, toolkit as bs; sys.exit(not bs.Store.open().run_ids())" \
+		|| $(VENV)/bin/bedside demo
 	@echo "Notebooks read the store $(LAB_STORE); start with 01-quickstart.ipynb."
 	BEDSIDE_STORE='$(LAB_STORE)' $(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ROOT) $(LAB_ARGS)

@@ -36,7 +36,8 @@ def close(shown: str, value: float | None) -> bool:
 def test_every_pair_with_its_interval_and_holm_p(shown: ExecutedNotebook, expected) -> None:
     store, cmp = expected
     rows = shown.table("pairs")
-    assert {frozenset((r["run_a"], r["run_b"])) for r in rows} == {frozenset(p) for p in combinations(store.run_ids(), 2)}
+    every_pair = {frozenset(p) for p in combinations(store.run_ids(), 2)}
+    assert {frozenset((r["run_a"], r["run_b"])) for r in rows} == every_pair
     assert len(rows) == 6
     want = {(r["run_a"], r["run_b"]): r for r in cmp.pairwise.iter_rows(named=True)}
     for row in rows:

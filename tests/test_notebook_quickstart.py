@@ -31,7 +31,7 @@ def test_it_opens_the_store_bedside_store_names(shown: ExecutedNotebook, demo_st
 
 def test_it_lists_the_stores_runs(shown: ExecutedNotebook, store: bs.Store) -> None:
     rows = shown.table("runs")
-    assert [r["run_id"] for r in rows] == store.read("runs")["run_id"].to_list()
+    assert [r["run_id"] for r in rows] == store.read("runs").sort("created_at")["run_id"].to_list()
     assert sorted(r["run_id"] for r in rows) == sorted(store.run_ids())
     assert {r["source"] for r in rows} == {"collected"}
 

@@ -68,7 +68,8 @@ def test_runs_whose_judge_flipped_equal_polars(shown: ExecutedNotebook, data) ->
                 .filter(pl.col("passes") > 1))
     expected = (repeated.group_by("run_id", "judge_model")
                 .agg((pl.col("answers") > 1).sum().alias("flipped"), pl.len().alias("again"))
-                .filter(pl.col("flipped") > 0).sort(["flipped", "run_id", "judge_model"], descending=[True, False, False]))
+                .filter(pl.col("flipped") > 0)
+                .sort(["flipped", "run_id", "judge_model"], descending=[True, False, False]))
     rows = shown.table("judge-disagreed")
     assert [(r["run_id"], r["judge_model"], int(r["items_flipped"]), int(r["items_judged_again"])) for r in rows] == \
         list(zip(expected["run_id"], expected["judge_model"], expected["flipped"], expected["again"]))
