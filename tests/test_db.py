@@ -219,29 +219,48 @@ def test_database_stays_current_as_runs_land_and_leave(tmp_path: Path, sample_da
     assert sorted(p.name for p in out.parent.iterdir()) == ["r.duckdb"]  # no temporary file left
 
 
-def test_database_open_elsewhere_warns_once_and_the_write_stands(tmp_path: Path, sample_dataset, capfd) -> None:
+def _holder(database: Path, read_only: bool) -> subprocess.Popen:
+    """Another process with the database open (DuckDB's file lock: shared read-only, exclusive read-write)."""
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time\n"
+                               f"con = duckdb.connect(sys.argv[1], read_only={read_only})\n"
+                               "print(con.execute('SELECT count(*) FROM runs').fetchone()[0], flush=True)\n"
+                               "time.sleep(60)", str(database)], stdout=subprocess.PIPE, text=True)
+    holder.first_line = holder.stdout.readline().strip()
+    return holder
+
+
+def test_readers_do_not_block_a_refresh_and_a_writer_gets_one_warning(tmp_path: Path, sample_dataset, capfd) -> None:
     store = Store.open(tmp_path / "st")
-    analysis_sim.write_run(store, sample_dataset, "kept", 0.2, 1)
-    analysis_sim.write_run(store, sample_dataset, "gone", 0.4, 2, created=1)
+    for k, run in enumerate(("kept", "gone", "also gone")):
+        analysis_sim.write_run(store, sample_dataset, run, 0.2, k, created=k)
     out = tmp_path / "r.duckdb"
     assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0
     capfd.readouterr()
-    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time\n"
-                               "con = duckdb.connect(sys.argv[1], read_only=True)\nprint('open', flush=True)\n"
-                               "time.sleep(60)", str(out)], stdout=subprocess.PIPE, text=True)
+    reader = _holder(out, read_only=True)
     try:
-        assert holder.stdout.readline().strip() == "open"
-        store.delete_run("gone")  # the database is locked by the reader: one warning, the delete stands
+        assert reader.first_line == "3"
+        store.delete_run("also gone")  # refreshed in a copy renamed over the file: the reader keeps its snapshot
+        assert capfd.readouterr().err == ""
+        assert _fresh_process(out, {"runs": "SELECT run_id FROM runs ORDER BY run_id"})["runs"] == [["gone"], ["kept"]]
+    finally:
+        reader.kill()
+        reader.wait()
+    writer = _holder(out, read_only=False)
+    try:
+        assert writer.first_line == "2"
+        store.delete_run("gone")  # the file is locked for writing elsewhere: one warning, the delete stands
+        analysis_sim.write_run(store, sample_dataset, "later", 0.5, 9, created=9)  # ... and no second warning
         err = capfd.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"bedside: warning: {out}: not refreshed"), err
-        assert store.run_ids() == ["kept"]
+        assert store.run_ids() == ["kept", "later"]
     finally:
-        holder.kill()
-        holder.wait()
+        writer.kill()
+        writer.wait()
     stale = _fresh_process(out, {"runs": "SELECT run_id FROM runs ORDER BY run_id"})
     assert stale["runs"] == [["gone"], ["kept"]]  # the deleted run's dead files, until a refresh
     assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0
-    assert _fresh_process(out, {"runs": "SELECT run_id FROM run_summary"})["runs"] == [["kept"]]
+    assert _fresh_process(out, {"runs": "SELECT run_id FROM run_summary ORDER BY run_id"})["runs"] == [["kept"], ["later"]]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
 def _one_line(capsys, argv: list[str]) -> str:

@@ -3,12 +3,13 @@
 A database file written by ``toolkit.database`` holds views over the store's current Parquet files. The
 store remembers each such file in ``<store>/.databases.json`` and, after every commit that changes which
 files are live (a run's commit, delete, rename, compaction, a new dataset), rewrites their base views'
-file lists in one DuckDB transaction, under a store-wide lock. Nothing here computes: the derived views
+file lists (in a copy renamed over it, so readers never see half a database), under a store-wide lock. Nothing here computes: the derived views
 are SQL over the base views, so new file lists are all a refresh needs (the bootstrap intervals stay as
 computed, stamped with each run's ``updated_at``, so a changed run shows none).
 
-A refresh never fails a write: a database open in another process (DuckDB's file lock) or damaged gets
-ONE warning line on stderr and is refreshed by the next write or ``bedside db --out FILE``.
+A refresh never fails a write: a database another process holds for writing (DuckDB's file lock) or a
+damaged one gets ONE warning line on stderr (once per process) and is refreshed by a later write or
+``bedside db --out FILE``. Readers that opened it read-only do not block a refresh.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -107,25 +109,48 @@ def refresh(store: "Store") -> None:
 
 
 def _refresh_one(store: "Store", database: Path, files: dict[str, list[str]], version: int | None) -> bool:
-    """True to keep the file registered."""
+    """True to keep the file registered. A copy is refreshed and renamed over the file, so readers that have
+    it open (read-only: DuckDB lets several processes share it) keep their snapshot and never block this; a
+    process holding it for writing does block it (its changes would be lost): warned once per process."""
     import duckdb
 
     try:
-        con = duckdb.connect(str(database))
+        con = duckdb.connect(str(database), read_only=True)
     except duckdb.Error as error:
-        _warn(f"{database}: not refreshed ({_first_line(error)}); run `bedside db --out {database}` "
-              "when it is closed")
+        _warn_once(database, f"{database}: not refreshed ({_first_line(error)}); run `bedside db --out "
+                             f"{database}` when it is closed (open it with `duckdb -readonly` to keep it current)")
         return True
     try:
-        if not is_ours(con, store.root):
-            return False  # now another store's, or not a bedside database at all
-        rewrite(con, files, version)
-        return True
-    except duckdb.Error as error:
-        _warn(f"{database}: not refreshed ({_first_line(error)}); run `bedside db --out {database}`")
-        return True
+        ours = is_ours(con, store.root)
     finally:
         con.close()
+    if not ours:
+        return False  # now another store's, or not a bedside database at all
+    tmp = database.with_name(f".{database.name}.{os.getpid()}.refresh")
+    try:
+        shutil.copyfile(database, tmp)
+        con = duckdb.connect(str(tmp))
+        try:
+            rewrite(con, files, version)
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        os.replace(tmp, database)
+    except (duckdb.Error, OSError) as error:
+        _warn_once(database, f"{database}: not refreshed ({_first_line(error)}); run `bedside db --out {database}`")
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+    return True
+
+
+_WARNED: set[str] = set()  # one warning per database and process: a collection commits every few seconds
+
+
+def _warn_once(database: Path, message: str) -> None:
+    if str(database) not in _WARNED:
+        _WARNED.add(str(database))
+        _warn(message)
 
 
 def _first_line(error: BaseException) -> str:
