@@ -9,10 +9,11 @@ reading + scoring the store, the comparison engine on the scored cases, and the 
 ratio against a straightforward per-pair loop (numpy inside, one pair at a time) timed on a subset
 of pairs and extrapolated to all of them, after checking that both give the same numbers.
 (Pair intervals and p-values are a stratified paired t, so the loop is the t one pair at a time.)
-Then times what a user waits for: a cold ``bedside compare --all --store <store> --format json``
-subprocess (interpreter start, imports, reading, scoring, the comparison, JSON out), run
-``--cold-runs`` times (the first also pays for a cold page cache of the store).
-Targets: <= 3 s wall for the full comparison (in process and cold CLI), <= 1.5 GB peak.
+Then times what a user waits for: a cold ``bedside compare --all --store <store>`` subprocess
+(interpreter start, imports, reading, scoring, the comparison, the tables), run ``--cold-runs`` times
+after one unmeasured run (byte code written, page cache warm): median wall and CPU.
+Targets: cold command <= 1.0 s on a quiet machine, <= 2 s on a busy one (issue 11; judged by the load
+average); in process <= 3 s, <= 1.5 GB peak. Each target is a ROW line (tests/perf/rows.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,6 +38,7 @@ import polars as pl  # noqa: E402
 
 from tests.analysis_sim import simulate_decisions, write_rows  # noqa: E402
 from tests.perf.panel import build_panel, shared_root  # noqa: E402
+from tests.perf.rows import row  # noqa: E402
 from toolkit.analysis.compare import CompareOptions, compare_cases, compare_data  # noqa: E402
 from toolkit.analysis.matrix import case_matrix  # noqa: E402
 from toolkit.analysis.paired import ResampleSettings  # noqa: E402
@@ -43,6 +46,9 @@ from toolkit.analysis.paired_t import paired_t  # noqa: E402
 from toolkit.dataset import load_dataset  # noqa: E402
 from toolkit.selection import JudgeSelection, per_case, read_runs  # noqa: E402
 from toolkit.store import Store  # noqa: E402
+
+
+COLD_QUIET_S, COLD_BUSY_S, BUSY_LOAD = 1.0, 2.0, 1.5
 
 
 def build_store(root: Path, runs: int) -> Store:
@@ -131,7 +137,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--samples", type=int, default=10_000)
     parser.add_argument("--loop-pairs", type=int, default=30, help="pairs the per-pair loop is timed on")
-    parser.add_argument("--cold-runs", type=int, default=3, help="cold `bedside compare` subprocesses timed")
+    parser.add_argument("--cold-runs", type=int, default=5, help="cold `bedside compare` subprocesses timed")
     parser.add_argument("--measure", default=None, help=argparse.SUPPRESS)  # child mode: a built store
     args = parser.parse_args()
     if args.measure:
@@ -145,6 +151,8 @@ def main() -> None:
                                 str(args.samples), "--loop-pairs", str(args.loop_pairs)],
                                check=True, capture_output=True, text=True)
         f = json.loads(child.stdout.strip().splitlines()[-1])
+        if args.cold_runs:
+            cold_cli(store.root, args.samples)  # unmeasured: byte code written, page cache warm
         cold = [cold_cli(store.root, args.samples) for _ in range(args.cold_runs)]
         scipy_stats = imports_scipy_stats(store.root, args.samples)
     pairs = f["pairs"]
@@ -169,23 +177,40 @@ def main() -> None:
           f"{f['loop_s_extrapolated'] / f['engine_deltas_only_s']:.1f}x like for like "
           f"(max |difference| of intervals and p-values on the timed pairs: {f['max_abs_difference_vs_loop']:.1e})")
     if cold:
-        seconds = cold
-        print(f"cold `bedside compare --all --store <store> --format json --samples {args.samples}` "
-              f"(new process each): " + ", ".join(f"{x:.2f}" for x in seconds) + f" s; worst {max(seconds):.2f} s   "
-              f"target <= 3 s: {'met' if max(seconds) <= 3 else 'MISSED'}"
-              f"{' (within 10% of it)' if 2.7 < max(seconds) <= 3 else ''}; "
+        walls, cpus = [w for w, _ in cold], [c for _, c in cold]
+        wall, cpu, load = statistics.median(walls), statistics.median(cpus), os.getloadavg()[0]
+        print(f"cold `bedside compare --all --store <store> --samples {args.samples}` (table out, new process "
+              f"each, after one unmeasured run): wall " + ", ".join(f"{x:.2f}" for x in walls) +
+              f" s, CPU " + ", ".join(f"{x:.2f}" for x in cpus) + f" s; "
               f"scipy.stats imported: {'yes' if scipy_stats else 'no'}")
+        # The goal is stated for a quiet machine (<= 1.0 s) and a busy one (<= 2 s): load >= 1.5 on two
+        # cores is busy (another process on a core for most of the time).
+        busy = load >= BUSY_LOAD
+        limit = COLD_BUSY_S if busy else COLD_QUIET_S
+        row(f"bedside compare --all, {f['runs']} runs x 500 cases, cold",
+            f"{wall:.2f} s wall (median of {len(walls)}), {cpu:.2f} s CPU, load {load:.1f}",
+            f"<= {COLD_QUIET_S:g} s quiet, <= {COLD_BUSY_S:g} s busy (judged: {'busy' if busy else 'quiet'})",
+            wall <= limit)
+    row(f"compare in process, {f['runs']} runs x 500 cases (scoring, run facts, pairs, ranks)",
+        f"{f['compare_s']:.2f} s", "<= 3 s", f["compare_s"] <= 3)
+    row(f"compare in process, {f['runs']} runs x 500 cases, peak RSS", f"{f['peak_rss_mb']:.0f} MB", "<= 1536 MB",
+        f["peak_rss_mb"] <= 1536)
 
 
-def cold_cli(store_root: Path, samples: int) -> float:
-    """Wall seconds of one ``bedside compare --all ... --format json`` in a new process."""
+def cold_cli(store_root: Path, samples: int) -> tuple[float, float]:
+    """(wall, CPU) seconds of one ``bedside compare --all ...`` (table out, as a user runs it) in a new process."""
     exe = shutil.which("bedside", path=str(Path(sys.executable).parent))
     command = [exe] if exe else [sys.executable, "-m", "toolkit"]
+    # The user's environment: byte code cached (a developer setting may turn that off here).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run([*command, *_cli_args(store_root, samples)], check=True, capture_output=True, text=True)
+    done = subprocess.run([*command, "compare", "--all", "--store", str(store_root), "--samples", str(samples)],
+                          check=True, capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - t0
-    assert len(json.loads(done.stdout)["pairwise"]) > 0
-    return seconds
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert "pairwise" in done.stdout
+    return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def imports_scipy_stats(store_root: Path, samples: int) -> bool:
