@@ -13,7 +13,7 @@ from statsmodels.stats.power import TTestPower
 
 from toolkit.analysis.paired_t import paired_t
 from toolkit.analysis.planning import (cases_needed, detectable, pair_variance, plan_power, power,
-                                       sd_of_differences, standard_error)
+                                       sd_of_differences, standard_error, with_repeats, within_for_pair)
 
 
 @pytest.mark.parametrize(("sd", "n", "delta"), [(0.3, 10, 0.2), (0.25, 25, 0.1), (0.4, 3, 0.5), (0.2, 200, 0.03)])
@@ -97,6 +97,13 @@ def test_plan_power_on_two_runs_and_its_refusals() -> None:
     curve = plan.curve([5, 12, 40])
     assert curve["detectable"].to_list() == sorted(curve["detectable"].to_list(), reverse=True)
     assert curve.filter(pl.col("cases_per_benchmark") == 12)["detectable"][0] == pytest.approx(plan.current["detectable"])
+    noise = pl.DataFrame({"benchmark": ["b1", "b2"], "within_a": [0.004, 0.003], "within_b": [0.002, 0.001]})
+    same = plan_power(cases, "x", "y", differences=(0.05, 0.1), within=noise, repeats_now=2, repeats=2)
+    assert same.needed.equals(plan.needed)
+    more = plan_power(cases, "x", "y", differences=(0.05, 0.1), within=noise, repeats_now=1, repeats=3)
+    assert more.needed["power_now"].to_list() == plan.needed["power_now"].to_list()  # today's design
+    assert (more.needed["cases_per_benchmark"] <= plan.needed["cases_per_benchmark"]).all()
+    assert more.sd_diff == pytest.approx(with_repeats(plan.variance, noise, 1, 3)["sd_diff"].to_list())
     one = plan_power(cases, "x", "y", differences=(0.1,), benchmarks=["b2"])
     assert one.variance["benchmark"].to_list() == ["b2"]
     with pytest.raises(ValueError, match="benchmark 'nope' has no case both runs completed"):
@@ -107,3 +114,35 @@ def test_plan_power_on_two_runs_and_its_refusals() -> None:
         cases_needed(plan.sd_diff, 0.0)
     with pytest.raises(ValueError, match="at least 2 cases"):
         power(plan.sd_diff, 1, 0.1)
+
+
+def test_repeats_shrink_only_the_within_case_part_and_the_plan_holds_by_simulation() -> None:
+    # Case differences: a between-case part (sd 0.15) plus each grading's noise (sd 0.2 per run and case);
+    # observed with one grading, planned with four averaged.
+    between, tau, delta, k = 0.15, 0.2, 0.08, 4
+    one = math.sqrt(between ** 2 + 2 * tau ** 2)
+    variance = pl.DataFrame({"benchmark": ["x", "y"], "cases": [20, 20], "sd_diff": [one, one], "difference": [0.0, 0.0]})
+    within = pl.DataFrame({"benchmark": ["x"], "within_a": [tau ** 2], "within_b": [tau ** 2]})  # y: none known
+    planned = with_repeats(variance, within, 1, k)
+    assert planned["sd_diff"][0] == pytest.approx(math.sqrt(between ** 2 + 2 * tau ** 2 / k), rel=1e-12)
+    assert planned["sd_diff"][1] == pytest.approx(one) and planned["sd_diff_observed"].to_list() == [one, one]
+    assert with_repeats(variance, within, k, k)["sd_diff"].to_list() == pytest.approx([one, one])
+    full = pl.DataFrame({"benchmark": ["x", "y"], "within_a": [tau ** 2] * 2, "within_b": [tau ** 2] * 2})
+    sds = with_repeats(variance, full, 1, k)["sd_diff"].to_list()
+    n = cases_needed(sds, delta)
+    assert n < cases_needed([one, one], delta)
+    rng = np.random.default_rng(7)
+    sims = 3000
+    truth = delta + rng.normal(0, between, (sims, 2 * n))  # per case: the true difference of the two runs
+    graded = truth[..., None] + rng.normal(0, tau, (sims, 2 * n, k)) - rng.normal(0, tau, (sims, 2 * n, k))
+    result = paired_t(graded.mean(axis=2), [slice(0, n), slice(n, 2 * n)])
+    found = float(np.mean(result.p_value < 0.05))
+    assert abs(found - 0.8) < 4 * math.sqrt(0.8 * 0.2 / sims) + 0.005, (n, found)
+    with pytest.raises(ValueError, match="at least 1"):
+        with_repeats(variance, within, 0, 2)
+
+
+def test_within_variance_per_pair_from_the_judge_noise_rows() -> None:
+    within = pl.DataFrame({"run_id": ["a", "a", "b"], "benchmark": ["x", "y", "x"], "within_var": [0.1, 0.2, 0.3]})
+    pair = within_for_pair(within, "a", "b")
+    assert pair.rows() == [("x", 0.1, 0.3), ("y", 0.2, 0.0)]

@@ -122,6 +122,16 @@ def test_planning_notebook_states_the_apis_cases_and_the_dry_runs_cost(demo_stor
     assert all(close(r["sd_diff"], v) for r, v in zip(variance, plan.variance["sd_diff"].to_list()))
     assert shown.has_png("fig-power")
 
+    # more judge passes instead of more cases: the plan for scores averaging k passes of the noisy judge
+    from toolkit.analysis import rater_scores, within_for_pair, within_variance
+
+    within = within_for_pair(within_variance(rater_scores(data, judge="sim/judge-noisy")), run_a, run_b)
+    scored = bs.per_case(data, bs.JudgeSelection(judge="sim/judge-noisy"))
+    want = [bs.plan_power(scored, run_a, run_b, differences=(0.05,), within=within, repeats_now=2,
+                          repeats=k).needed["cases_per_benchmark"][0] for k in (1, 2, 4, 8)]
+    assert [int(r["cases_per_benchmark"]) for r in shown.table("repeats")] == want
+    assert want == sorted(want, reverse=True) and "scored by sim/judge-noisy" in shown.text("repeats")
+
     cost = shown.text("cost")
     assert "no call is made and nothing is written" in cost
     total = float(re.search(r"^total: ~\$([0-9.,]+) ", cost, re.MULTILINE).group(1).replace(",", ""))

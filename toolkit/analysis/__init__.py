@@ -12,8 +12,9 @@ from toolkit.analysis.agreement import Agreement, AgreementOptions, judge_agreem
 from toolkit.analysis.compare import (CaseComparison, Comparison, CompareOptions, compare, compare_cases,
                                       compare_data, compare_matrix, rank_intervals)
 from toolkit.analysis.harms import HarmOptions, harm_cases, harms
-from toolkit.analysis.judge_noise import JudgeNoise, NoiseOptions, judge_noise
-from toolkit.analysis.planning import PowerPlan, cases_needed, detectable, plan_power, power
+from toolkit.analysis.judge_noise import JudgeNoise, NoiseOptions, judge_noise, rater_scores, within_variance
+from toolkit.analysis.planning import (PowerPlan, cases_needed, detectable, plan_power, power, with_repeats,
+                                       within_for_pair)
 from toolkit.analysis.items import ItemAnalysis, ItemOptions, analyse_items, by_points, item_rates, item_summary
 from toolkit.analysis.matrix import CaseMatrix, case_matrix, from_arrays
 from toolkit.analysis.multiplicity import benjamini_hochberg, holm
@@ -27,7 +28,8 @@ from toolkit.analysis.runs import comparable_runs, run_facts
 
 __all__ = [
     "Agreement", "AgreementOptions", "judge_agreement", "JudgeNoise", "NoiseOptions", "judge_noise",
-    "PowerPlan", "cases_needed", "detectable", "plan_power", "power",
+    "rater_scores", "within_variance", "PowerPlan", "cases_needed", "detectable", "plan_power", "power",
+    "with_repeats", "within_for_pair",
     "CaseComparison", "Comparison", "CompareOptions", "compare", "compare_cases", "compare_data", "compare_matrix",
     "rank_intervals", "HarmOptions", "harm_cases", "harms",
     "ItemAnalysis", "ItemOptions", "analyse_items", "by_points", "item_rates", "item_summary",

@@ -65,12 +65,19 @@ def rater_scores(data: RunData, judge: str | None = None, passes: tuple[int, ...
                                                                      "score")
 
 
+def within_variance(scores: pl.DataFrame) -> pl.DataFrame:
+    """Per run x benchmark of ``scores`` (run_id, rater, benchmark, case_id, score): cases with two or more
+    raters and within_var, the mean over them of w_c (the variance of one rater's case score)."""
+    per_case = scores.group_by("run_id", "benchmark", "case_id").agg(
+        pl.len().alias("_n"), pl.col("score").var(ddof=1).alias("_w")).filter(pl.col("_n") >= 2)
+    return per_case.group_by("run_id", "benchmark").agg(
+        pl.len().cast(pl.Int64).alias("cases"), pl.col("_w").mean().alias("within_var")).sort("run_id", "benchmark")
+
+
 def noise_by_run(scores: pl.DataFrame) -> pl.DataFrame:
     """Per run of ``scores`` (run_id, rater, benchmark, case_id, score) with two or more raters: raters,
     cases (with two or more raters), benchmarks, within_sd (sqrt of the mean w_c) and noise_sd."""
-    per_case = scores.group_by("run_id", "benchmark", "case_id").agg(
-        pl.len().alias("_n"), pl.col("score").var(ddof=1).alias("_w")).filter(pl.col("_n") >= 2)
-    per_benchmark = per_case.group_by("run_id", "benchmark").agg(pl.len().alias("_m"), pl.col("_w").mean())
+    per_benchmark = within_variance(scores).rename({"cases": "_m", "within_var": "_w"})
     raters = scores.group_by("run_id").agg(pl.col("rater").n_unique().alias("raters"))
     return per_benchmark.group_by("run_id").agg(
         pl.col("_m").sum().alias("cases"), pl.len().alias("benchmarks"),

@@ -23,6 +23,14 @@ paired_t's ``mdd80`` column, (t(0.975, df) + t(0.80, df)) SE, is the usual close
 of ``detectable``: within about 1% from ten cases per benchmark on, smaller below (at three cases an
 mdd80 difference is detected with ~77% power, not 80%). The sigmas are the observed ones, taken as
 true (the usual planning approximation); with few cases they are themselves uncertain.
+
+Repeats: a case score that averages K independent gradings (judge passes, or runs of the same model)
+varies less only in its within-case part. With w_a, w_b the variance of ONE grading's case score around
+the case's mean (``judge_noise.within_variance``), observed scores averaging K0 gradings, and K planned,
+
+    sigma_b(K)^2 = sigma_b(K0)^2 - (w_a + w_b) (1/K0 - 1/K)      (floored at 0),
+
+so more passes help only as far as the judge's noise is part of the spread between cases.
 """
 
 from __future__ import annotations
@@ -129,6 +137,29 @@ def pair_variance(cases: pl.DataFrame, run_a: str, run_b: str) -> pl.DataFrame:
     return out
 
 
+def within_for_pair(within: pl.DataFrame, run_a: str, run_b: str) -> pl.DataFrame:
+    """benchmark, within_a, within_b from ``judge_noise.within_variance`` rows (run_id, benchmark, within_var)."""
+    def one(run: str, name: str) -> pl.DataFrame:
+        return within.filter(pl.col("run_id") == run).select("benchmark", pl.col("within_var").alias(name))
+
+    return one(run_a, "within_a").join(one(run_b, "within_b"), on="benchmark", how="full", coalesce=True).fill_null(
+        0.0).sort("benchmark")
+
+
+def with_repeats(variance: pl.DataFrame, within: pl.DataFrame, repeats_now: int, repeats: int) -> pl.DataFrame:
+    """``variance`` (``pair_variance`` rows) with sd_diff for case scores averaging ``repeats`` gradings instead
+    of the observed ``repeats_now`` (module doc); ``within``: benchmark, within_a, within_b (missing: 0). The
+    observed value is kept as sd_diff_observed."""
+    if repeats_now < 1 or repeats < 1:
+        raise ValueError(f"planning: repeats {repeats_now} and {repeats} must be at least 1")
+    shrink = 1.0 / repeats_now - 1.0 / repeats
+    return variance.join(within.select("benchmark", "within_a", "within_b"), on="benchmark", how="left").with_columns(
+        pl.col("within_a", "within_b").fill_null(0.0)).with_columns(
+        sd_diff_observed=pl.col("sd_diff"),
+        sd_diff=(pl.col("sd_diff") ** 2 - (pl.col("within_a") + pl.col("within_b")) * shrink).clip(lower_bound=0.0)
+        .sqrt())
+
+
 @dataclass(frozen=True, eq=False)
 class PowerPlan:
     """A comparison of ``run_a`` and ``run_b`` planned from their observed per-benchmark variance."""
@@ -161,21 +192,29 @@ class PowerPlan:
 
 
 def plan_power(cases: pl.DataFrame, run_a: str, run_b: str, differences: Sequence[float] = (0.02, 0.05, 0.1),
-               target: float = POWER, level: float = LEVEL, benchmarks: Sequence[str] | None = None) -> PowerPlan:
+               target: float = POWER, level: float = LEVEL, benchmarks: Sequence[str] | None = None,
+               within: pl.DataFrame | None = None, repeats_now: int = 1, repeats: int = 1) -> PowerPlan:
     """Plan from ``cases`` (``bs.per_case`` rows) how many cases per benchmark detect each difference between
-    ``run_a`` and ``run_b`` with ``target`` power at ``level``; ``benchmarks``: plan for these only."""
+    ``run_a`` and ``run_b`` with ``target`` power at ``level``; ``benchmarks``: plan for these only.
+    ``within`` (``within_for_pair`` rows): plan for case scores averaging ``repeats`` gradings where the
+    observed ones average ``repeats_now`` (see the module doc); ``power_now`` stays the observed design's."""
     variance = pair_variance(cases, run_a, run_b)
+    observed = variance
+    if within is not None:
+        variance = with_repeats(variance, within, repeats_now, repeats)
     if benchmarks is not None:
         unknown = sorted(set(benchmarks) - set(variance["benchmark"].to_list()))
         if unknown:
             raise ValueError(f"planning: benchmark {unknown[0]!r} has no case both runs completed")
         variance = variance.filter(pl.col("benchmark").is_in(list(benchmarks)))
+        observed = observed.filter(pl.col("benchmark").is_in(list(benchmarks)))
     sds, counts = variance["sd_diff"].to_list(), variance["cases"].to_list()
-    se, df = standard_error(sds, counts)
+    now = observed["sd_diff"].to_list()
+    se, df = standard_error(now, counts)
     rows = []
     for d in differences:
         n = cases_needed(sds, d, target, level)
         rows.append({"difference": float(d), "cases_per_benchmark": n, "cases": n * len(sds),
-                     "power_now": power(sds, counts, d, level)})
+                     "power_now": power(now, counts, d, level)})
     return PowerPlan(run_a, run_b, variance, pl.DataFrame(rows), float(variance["difference"].mean()),
-                     {"se": se, "df": df, "detectable": detectable(sds, counts, target, level)}, target, level)
+                     {"se": se, "df": df, "detectable": detectable(now, counts, target, level)}, target, level)
