@@ -35,6 +35,7 @@ def test_committed_without_outputs(path: Path) -> None:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_opens_with_its_question(path: Path) -> None:
+    require_notebook_tools()
     import nbformat
 
     first = nbformat.read(path, as_version=4).cells[0]
@@ -45,6 +46,7 @@ def test_opens_with_its_question(path: Path) -> None:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_reads_the_users_store(path: Path) -> None:
+    require_notebook_tools()
     code = "\n".join(code_sources(path))
     for builds in ("run_demo(", "TemporaryDirectory", "mkdtemp", "Store.open(\"", "Store.open('"):
         assert builds not in code, f"{path.name}: {builds!r}: open the user's store with bs.Store.open()"
@@ -108,3 +110,16 @@ def test_a_cell_over_its_time_is_one_line_naming_it(tmp_path: Path, demo_store: 
     with pytest.raises(AssertionError) as failure:
         run_notebook(path, demo_store, timeout=2)
     assert str(failure.value) == "slow.ipynb: cell 1 (import time) timed out after 2 s", str(failure.value)
+
+
+def test_missing_tools_skip_here_and_fail_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "nbclient" else real(name, *a))
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception, match="nbclient missing"):
+        require_notebook_tools()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="nbclient missing: .*CI must run the notebooks"):
+        require_notebook_tools()
