@@ -10,7 +10,7 @@ LAB_STORE := $(abspath $(or $(BEDSIDE_STORE),data/results))
 # Jupyter refuses to run as root without --allow-root (as in many containers).
 LAB_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
-.PHONY: demo test lab
+.PHONY: demo test lab perf
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q
+
+# Every benchmark of tests/perf/ in turn (minutes; needs ../shared/bedside-bench), then one table of
+# figures against targets for the README's measured section. PERF_ARGS="--only summary_speed" picks.
+perf: $(STAMP)
+	$(VENV)/bin/python tests/perf/run_all.py $(PERF_ARGS)
 
 $(LAB_STAMP): $(STAMP)
 	$(VENV)/bin/python -m pip install --quiet -e '.[test,notebooks]'

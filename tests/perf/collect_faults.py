@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.perf.panel import shared_root  # noqa: E402
+from tests.perf.rows import row  # noqa: E402
 from toolkit.collect.judge import case_to_judge  # noqa: E402
 from toolkit.collect.plan import ensure_run  # noqa: E402
 from toolkit.collect.runner import CollectJob, collect  # noqa: E402
@@ -88,6 +89,9 @@ def main() -> None:
                   f"{result['judgments_ok']}/{n}, requests {result['received']}, injected {result['faults']}")
     ratio = walls["every fault"] / walls["timeouts only"]
     print(f"ratio every fault / timeouts only {ratio:.2f} (target <= 2)")
+    row(f"collect {n} cases, {args.latency_ms:.0f} ms latency, C = {args.concurrency}, every fault vs timeouts only",
+        f"{ratio:.2f} ({walls['every fault']:.1f} s vs {walls['timeouts only']:.1f} s; fault-free "
+        f"{walls['fault-free']:.1f} s), load {os.getloadavg()[0]:.1f}", "<= 2", ratio <= 2)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.perf.panel import build_panel, shared_root  # noqa: E402
+from tests.perf.rows import row  # noqa: E402
 from toolkit.collect.judge import case_to_judge  # noqa: E402
 from toolkit.collect.plan import ensure_run  # noqa: E402
 from toolkit.collect.runner import CollectJob, collect  # noqa: E402
@@ -32,6 +33,7 @@ from toolkit.dataset import load_dataset  # noqa: E402
 from toolkit.store import Store  # noqa: E402
 
 BEDSIDE = Path(sys.executable).with_name("bedside")
+TARGET_RATIO = 1.25
 
 
 def one_run(root: Path, panel_path: Path, panel, latency_ms: float, concurrency: int) -> tuple[float, float]:
@@ -75,13 +77,19 @@ def main() -> None:
         ideal = 2 * n * (args.latency_ms / 1000) / args.concurrency
         print(f"cases {n}, calls {calls}, latency {args.latency_ms:.0f} ms, concurrency {args.concurrency}, "
               f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}; ideal 2*N*L/C = {ideal:.3f} s")
-        ratios = []
+        ratios, cpus = [], []
         for i in range(args.repeat):
             wall, cpu = one_run(root / f"store-{i}", panel_path, panel, args.latency_ms, args.concurrency)
             ratios.append(wall / ideal)
+            cpus.append(cpu)
             print(f"run {i + 1}: wall {wall:.3f} s, ratio {wall / ideal:.3f}, client CPU {cpu:.3f} s = "
                   f"{1000 * cpu / calls:.3f} ms per call")
         print(f"ratio best {min(ratios):.3f}, median {statistics.median(ratios):.3f} (target <= 1.25)")
+        median = statistics.median(ratios)
+        row(f"collect {n} cases (answer + judge), {args.latency_ms:.0f} ms latency, C = {args.concurrency}, "
+            f"wall / ideal 2NL/C", f"{median:.2f} median of {len(ratios)} (best {min(ratios):.2f}), "
+            f"client CPU {1000 * statistics.median(cpus) / calls:.2f} ms a call, load {os.getloadavg()[0]:.1f}",
+            f"<= {TARGET_RATIO}", median <= TARGET_RATIO)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests import reference_model as rm  # noqa: E402
+from tests.perf import rows as perf_rows  # noqa: E402
 from toolkit.dataset import load_dataset  # noqa: E402
 from toolkit.reference import read_result_rows  # noqa: E402
 
@@ -50,6 +51,9 @@ def main() -> None:
     overhead = strict_s / plain_s - 1
     print(f"{size:.0f} MB, {len(plain)} rows: json.loads {plain_s:.2f} s, read_result_rows {strict_s:.2f} s, "
           f"overhead {overhead:+.0%} (target <= {TARGET:.0%}) {'OK' if overhead <= TARGET else 'MISSED'}")
+    perf_rows.row(f"strict reading of a {size:.0f} MB result file vs json.loads",
+                  f"{overhead:+.0%} ({strict_s:.2f} s vs {plain_s:.2f} s, best of 3)", f"<= +{TARGET:.0%}",
+                  overhead <= TARGET)
 
 
 if __name__ == "__main__":
