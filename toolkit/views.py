@@ -2,7 +2,8 @@
 
 ``bedside sql`` / ``bs.connect`` (in memory) and ``bedside db`` (a database file) both run these
 statements, and ``schemas/tables.md``'s data dictionary is generated from them. Only SQL that a plain
-DuckDB (>= 1.3, for the ``lambda`` syntax; no extension; tested with the 1.5 CLI) runs: macros, views and one small table.
+DuckDB runs (>= 1.3, for the ``lambda`` syntax; no extension; tests run the 1.5 shell on a file):
+macros, views and one small table.
 
 The numbers equal the toolkit's polars/Python ones bit for bit (tests/test_db.py checks):
 - rubric sums run in rubric order (``list_reduce`` over an ordered list), as ``toolkit.scoring`` does;
@@ -48,7 +49,7 @@ MACROS = (
     "CREATE OR REPLACE MACRO bs_seq_sum(l) AS list_reduce(l, lambda a, b: a + b)",
     # polars' mean and sd of a group, nulls skipped: Kahan sum / n, and Welford's update. The first value
     # starts the state ({s: x0, c: 0} and {n: 1, m: x0, d: 0} are what one step from zero gives), since
-    # DuckDB before 1.5 has no list_reduce initial value of another type than the list's.
+    # DuckDB 1.x's list_reduce takes no initial value of another type than the list's.
     "CREATE OR REPLACE MACRO bs_present(l) AS list_filter(l, lambda v: v IS NOT NULL)",
     "CREATE OR REPLACE MACRO bs_kahan_mean(l) AS (CASE WHEN len(bs_present(l)) > 0 THEN"
     " list_reduce(list_transform(bs_present(l), lambda v: struct_pack(s := v, c := 0.0::DOUBLE)),"
