@@ -1,5 +1,6 @@
 # Two entry points on a fresh clone: `make demo` (the main job, offline) and `make test`.
-# Both create .venv and install the project with its test extras on first use.
+# Both create .venv and install the project with its test extras on first use. `make lab` opens the
+# notebooks in JupyterLab (it adds the `notebooks` extra to .venv on first use).
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-stamp
