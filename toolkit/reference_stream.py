@@ -183,14 +183,14 @@ class FileRows:
     def take(self) -> dict[str, Any]:
         """The buffered rows as Arrow tables of the run tables, and an empty buffer. Their scores wait for
         ``check_scores`` (done for many files at once: one scoring call instead of one per file)."""
-        d = self._decisions
-        if self._scores:
-            self._unchecked.append((self._lines, d["case_id"], d["item_id"], d["matched"], self._scores))
         out = {}
         for table, cols in (("answers", _columns("answers", self._answers)),
-                            ("judgments", _columns("judgments", self._judgments)), ("decisions", d)):
+                            ("judgments", _columns("judgments", self._judgments)), ("decisions", self._decisions)):
             size = len(cols["case_id"])
             out[table] = to_arrow(table, {**cols, "run_id": [self.run_id] * size, "judge_pass": [1] * size})
+        if self._scores:
+            self._unchecked.append((self._lines, out["decisions"].select(["case_id", "item_id", "matched"]),
+                                    self._scores))
         self._clear()
         return out
 
@@ -215,19 +215,13 @@ class FileRows:
 
 def check_scores(files: list[FileRows], rubric_items: pl.DataFrame) -> None:
     """Compare the score each taken row of these files records with the one the rubric gives (the project's
-    scoring), adding every difference to its file's ``disagreements`` (warnings, in line order)."""
-    keys, case_ids, item_ids, matched = [], [], [], []
-    for k, rows in enumerate(files):
-        for lines, cases, items, hits, _ in rows._unchecked:
-            keys += [(k << 32) | n for n in lines]
-            case_ids += cases
-            item_ids += items
-            matched += hits
-    if not keys:
+    scoring), adding every difference to its file's ``disagreements`` (warnings, in line order). One
+    scoring call for all of them; a row is keyed by its file's place in ``files`` and its line."""
+    frames = [pl.from_arrow(decisions).with_columns(run_id=pl.Series(lines, dtype=pl.Int64) + (k << 32))
+              for k, rows in enumerate(files) for lines, decisions, _ in rows._unchecked]
+    if not frames:
         return
-    frame = pl.DataFrame({"run_id": keys, "case_id": case_ids, "judge_model": "", "judge_pass": 1,
-                          "item_id": item_ids, "matched": matched},
-                         schema_overrides={"run_id": pl.Int64, "judge_pass": pl.Int32, "matched": pl.Boolean})
+    frame = pl.concat(frames).with_columns(judge_model=pl.lit(""), judge_pass=pl.lit(1, dtype=pl.Int32))
     scores = pass_scores(frame, rubric_items)
     recomputed = dict(zip(zip(scores["run_id"].to_list(), scores["case_id"].to_list()), scores["score"].to_list()))
     for k, rows in enumerate(files):
