@@ -235,7 +235,6 @@ class Store(RunManagement, PendingWrites):
                 data = to_arrow(table, rows.to_pylist()) if not isinstance(rows, pa.Table) else rows
                 data = data.append_column(PART, pa.array([dataset.sha256] * data.num_rows, pa.string()))
                 delta.append(path, table, data)
-        databases.refresh(self)  # registered `bedside db` files now see the dataset
 
     def commit_run(self, run_id: str, rows: dict[str, pa.Table | list[dict]] | None = None,
                    run_row: dict[str, Any] | None = None, *, step: dict[str, Any] | None = None,
@@ -270,7 +269,7 @@ class Store(RunManagement, PendingWrites):
             self._commit_row(run_id, current, run_row, step, live, replace)
             if replace and current is not None:
                 self._sweep(run_id, set(live))
-        databases.refresh(self)  # registered `bedside db` files now read the new live files
+        databases.refresh(self)  # registered `bedside db` files now read the new live files (a new dataset: its run commits next)
         return wid
 
     def _commit_row(self, run_id: str, current: dict[str, Any] | None, run_row: dict[str, Any] | None,
