@@ -165,3 +165,28 @@ def test_disagreements_stay_with_their_file_and_line(tmp_path: Path, sample_data
     for path in paths:
         report = import_reference(Store.open(tmp_path / "streamed"), path, sample_dataset, chunk_bytes=30_000)
         assert [(d.line, d.case_id, d.file_score) for d in report.disagreements] == expected[path.stem]
+
+
+def test_two_files_of_one_run_id_in_one_bulk_import(tmp_path: Path, sample_dataset) -> None:
+    # Files imported in order, as one command each would: the second finds the first's run.
+    first = _write((tmp_path / "a").mkdir() or tmp_path / "a" / "x.jsonl", _rows(sample_dataset, range(1)))
+    second = _write((tmp_path / "b").mkdir() or tmp_path / "b" / "x.jsonl", _rows(sample_dataset, range(1, 2)))
+    store = tmp_path / "store"
+    results = import_many(Store.open(store), [first, second], sample_dataset)
+    assert results[0].run_id == "x" and "run 'x' exists" in results[1].message, results
+    results = import_many(Store.open(store), [first, second], sample_dataset, replace=True)
+    assert [r.run_id for r in results] == ["x", "x"]
+    assert Store.open(store).run("x")["source_file"] == str(second)
+
+
+def test_an_existing_run_is_refused_after_the_whole_file_is_checked(tmp_path: Path, sample_dataset) -> None:
+    store = tmp_path / "store"
+    path = _write(tmp_path / "x.jsonl", _rows(sample_dataset, range(4)))
+    import_reference(Store.open(store), path, sample_dataset)
+    logs, before = _log_entries(store, "answers"), _content(store)
+    with pytest.raises(Exception, match="run 'x' exists"):  # many chunks, none written
+        import_reference(Store.open(store), path, sample_dataset, chunk_bytes=30_000)
+    assert _log_entries(store, "answers") == logs and _content(store) == before
+    _write(path, _rows(sample_dataset, range(4)), tail="[]\n")  # a bad line at the end still comes first
+    with pytest.raises(ImportError_, match="row: must be a JSON object"):
+        import_reference(Store.open(store), path, sample_dataset, chunk_bytes=30_000)

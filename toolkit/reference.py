@@ -145,6 +145,8 @@ class _Importer:
         self.results = [None] * len(jobs)
         try:
             for index, (path, run_id) in enumerate(jobs):
+                if any(r.rows.run_id == run_id for r in self.ready):  # two files, one run id: in file order
+                    self._flush()
                 try:
                     ready = self._read(index, path, run_id)
                 except _FAILURES as error:
