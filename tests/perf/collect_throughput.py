@@ -36,8 +36,17 @@ BEDSIDE = Path(sys.executable).with_name("bedside")
 TARGET_RATIO = 1.25
 
 
-def one_run(root: Path, panel_path: Path, panel, latency_ms: float, concurrency: int) -> tuple[float, float]:
-    """(wall seconds, client CPU seconds) of one collection into a fresh store."""
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a live process (Linux /proc; NaN elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one_run(root: Path, panel_path: Path, panel, latency_ms: float, concurrency: int) -> tuple[float, float, float]:
+    """(wall seconds, client CPU seconds, simulated server's CPU seconds) of one collection into a fresh store."""
     n = len(panel.raw_cases)
     server = subprocess.Popen([str(BEDSIDE), "sim", "serve", "--latency-ms", str(latency_ms),
                                "--dataset", str(panel_path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -50,16 +59,17 @@ def one_run(root: Path, panel_path: Path, panel, latency_ms: float, concurrency:
         job = CollectJob(settings, tuple(case_to_judge(c) for c in panel.raw_cases))
         store = Store.open(root)
         store.write_dataset(panel)
-        cpu0, t0 = time.process_time(), time.perf_counter()
+        server0, cpu0, t0 = process_cpu(server.pid), time.process_time(), time.perf_counter()
         [report] = collect(store, [job], prepare=lambda s, j: ensure_run(s, j.settings, panel.sha256))
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        server_cpu = process_cpu(server.pid) - server0
     finally:
         server.terminate()
         server.wait(timeout=30)
     answers, judgments = store.read("answers"), store.read("judgments")
     assert report.answers_ok == n and report.judgments_ok == n, report
     assert answers.height == n and judgments.filter(judgments["error"].is_null()).height == n
-    return wall, cpu
+    return wall, cpu, server_cpu
 
 
 def main() -> None:
@@ -79,11 +89,12 @@ def main() -> None:
               f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}; ideal 2*N*L/C = {ideal:.3f} s")
         ratios, cpus = [], []
         for i in range(args.repeat):
-            wall, cpu = one_run(root / f"store-{i}", panel_path, panel, args.latency_ms, args.concurrency)
+            wall, cpu, server_cpu = one_run(root / f"store-{i}", panel_path, panel, args.latency_ms, args.concurrency)
             ratios.append(wall / ideal)
             cpus.append(cpu)
             print(f"run {i + 1}: wall {wall:.3f} s, ratio {wall / ideal:.3f}, client CPU {cpu:.3f} s = "
-                  f"{1000 * cpu / calls:.3f} ms per call")
+                  f"{1000 * cpu / calls:.3f} ms per call, simulated server CPU {server_cpu:.3f} s = "
+                  f"{1000 * server_cpu / calls:.3f} ms per call")
         print(f"ratio best {min(ratios):.3f}, median {statistics.median(ratios):.3f} (target <= 1.25)")
         median = statistics.median(ratios)
         row(f"collect {n} cases (answer + judge), {args.latency_ms:.0f} ms latency, C = {args.concurrency}, "
