@@ -44,15 +44,18 @@ def summarize(store: Store, run_ids: list[str], options: SummaryOptions = Summar
 
 def summarize_data(data: RunData, run_ids: list[str], options: SummaryOptions) -> dict[str, dict]:
     cases = per_case(data, options.selection)
-    reference = cases.with_columns(score=pl.coalesce("reported_score", "score")).sort("run_id", "first_success_seq")
-    dataset = cases.sort("run_id", "position")
     facts = _run_facts(data, options.selection)
-    out: dict[str, dict] = {}
-    for run_id in run_ids:
-        run = data.runs.filter(pl.col("run_id") == run_id).row(0, named=True)
-        frame = reference if resolve_order(options.order, run) == "reference" else dataset
-        out[run_id] = _summary(run, frame.filter(pl.col("run_id") == run_id), facts.get(run_id, {}), options)
-    return out
+    runs = {run["run_id"]: run for run in data.runs.iter_rows(named=True)}
+    orders = {run_id: resolve_order(options.order, runs[run_id]) for run_id in run_ids}
+    # Only the orders in use are sorted, each split by run once (rather than a filter per run).
+    frames: dict[str, dict[str, pl.DataFrame]] = {}
+    for order in set(orders.values()):
+        ordered = (cases.with_columns(score=pl.coalesce("reported_score", "score")).sort("run_id", "first_success_seq")
+                   if order == "reference" else cases.sort("run_id", "position"))
+        frames[order] = {key[0]: part for key, part in ordered.partition_by("run_id", as_dict=True).items()}
+    empty = cases.clear()
+    return {run_id: _summary(runs[run_id], frames[orders[run_id]].get(run_id, empty), facts.get(run_id, {}), options)
+            for run_id in run_ids}
 
 
 def resolve_order(order: Order, run: dict) -> Literal["reference", "dataset"]:
