@@ -103,34 +103,32 @@ def append(path: Path, table: str, data: pa.Table) -> None:
     retry(lambda: _write(path, data, mode="append", partition_by=partition_by(table)), f"{path}: commit")
 
 
-_WRITERS: dict[tuple, Any] = {}  # (table path, identity of its first log file) -> DeltaTable between writes
+_WRITERS: dict[str, tuple[Any, tuple]] = {}  # table path -> (DeltaTable kept between writes, its version's key)
 _WRITERS_GUARD = threading.Lock()
 
 
 def _write(path: Path, data: pa.Table, **options: Any) -> None:
     """One write_deltalake commit through a DeltaTable this process keeps between commits and brings up to
     date first (reading the new log entries only): loading the table afresh for every commit replays its
-    log, ~15 ms of CPU a commit once a store holds a hundred runs. Keyed by the first log file's identity,
-    so a table removed and created again is loaded anew; taken out of the cache while in use (threads)."""
+    log, ~15 ms of CPU a commit once a store holds a hundred runs. Reused only while the log file of the
+    version it holds is still the same file (a table removed and created again is loaded anew); taken out
+    of the cache while in use (threads); dropped on an error (the retry loads it afresh)."""
     from deltalake import DeltaTable, write_deltalake
 
-    try:
-        info = os.stat(path / "_delta_log" / f"{0:020d}.json")
-        key: tuple | None = (str(path), info.st_ino, info.st_mtime_ns)
-    except FileNotFoundError:  # a log cleaned up after checkpoints: no identity to key by
-        key = None
     with _WRITERS_GUARD:
-        table = _WRITERS.pop(key, None) if key is not None else None
+        cached = _WRITERS.pop(str(path), None)
+    table = None
+    if cached is not None and version_key(path, cached[0].version()) == cached[1]:
+        table = cached[0]
+        table.update_incremental()
     if table is None:
         table = DeltaTable(str(path))
-    else:
-        table.update_incremental()
-    write_deltalake(table, data, **options)  # on an error the table is dropped: the retry loads it afresh
-    if key is not None:
-        with _WRITERS_GUARD:
-            if len(_WRITERS) > 64:
-                _WRITERS.clear()
-            _WRITERS[key] = table
+    write_deltalake(table, data, **options)
+    key = version_key(path, table.version())
+    with _WRITERS_GUARD:
+        if len(_WRITERS) > 64:
+            _WRITERS.clear()
+        _WRITERS[str(path)] = (table, key)
 
 
 def delete(path: Path, predicate: str) -> None:
