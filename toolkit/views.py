@@ -187,5 +187,7 @@ def dictionary() -> str:
             "Database files only (`bedside db`): one row naming what the file mirrors. `format` (`bedside-db 1`),",
             "`store_path` (absolute), `store_version` (the store version its views read; rewritten by every",
             "refresh), `written_at`, `refreshed_at`, `intervals_store_version` (the version `run_intervals` was",
-            "computed at) and `bedside_version`.", ""]
+            "computed at) and `bedside_version`. The file names the store's Parquet files by absolute path: after",
+            "moving the store, or when a refresh was missed (the file was held open for writing) and a vacuum has",
+            "since removed files it names, run `bedside db --out FILE` again.", ""]
     return "\n".join(out)
