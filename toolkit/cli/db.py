@@ -16,7 +16,8 @@ def db_cmd(out: str, store_dir: str | None) -> None:
     """Write a DuckDB database file whose views read the store: tables and derived views, for duckdb, DBeaver or a BI tool.
 
     No data is copied: the views read the store's current Parquet files, and every later store write
-    refreshes them (or run this again). Open it with `duckdb FILE` (any DuckDB >= 1.3, no extension)."""
+    refreshes them (or run this again). Open it with `duckdb -readonly FILE` (any DuckDB >= 1.3, no extension;
+    read-only, a store write can refresh it while you look)."""
     from toolkit.database import write_database
 
     store = open_store(store_dir)
@@ -27,4 +28,5 @@ def db_cmd(out: str, store_dir: str | None) -> None:
     click.echo(f"wrote {info.path}: {info.runs} runs, {version}; views: runs, answers, judgments, decisions, "
                "cases, rubric_items, pass_scores, case_scores, benchmark_scores, run_summary; "
                "tables: run_intervals, bedside_info")
-    click.echo(f"open it: duckdb {info.path}   (kept current by every store write; rerun to recompute intervals)")
+    click.echo(f"open it: duckdb -readonly {info.path}   (kept current by every store write; rerun to recompute "
+               "intervals)")
