@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import random
 import subprocess
 import sys
@@ -127,15 +128,20 @@ def test_views_hide_storage_columns_and_keep_the_store_types(mixed: Store, tmp_p
     assert filed.execute("SELECT count(*) FROM runs").fetchone()[0] == 3
 
 
-README_QUERIES = {
-    "leaderboard": "SELECT run_id, round(overall_macro_mean, 4) AS overall, round(ci_low, 4) AS low, "
-                   "round(ci_high, 4) AS high FROM run_summary ORDER BY overall_macro_mean DESC",
-    "worst_benchmark": "SELECT run_id, arg_min(benchmark, mean) AS worst, round(min(mean), 4) AS mean "
-                       "FROM benchmark_scores GROUP BY run_id ORDER BY run_id",
-    "missed_by_all": "SELECT i.benchmark, i.item_id, i.points, left(i.text, 60) AS item FROM decisions d "
-                     "JOIN rubric_items i USING (case_id, item_id) WHERE i.points > 0 GROUP BY ALL "
-                     "HAVING bool_and(NOT d.matched) ORDER BY i.points DESC, i.item_id",
-}
+def _readme_queries() -> dict[str, str]:
+    """The README's three example queries, read from its ```sql block (so the README cannot drift from what
+    is tested), named in the order they appear."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sql\n(.*?)```", readme, re.S)
+    assert len(blocks) == 1, "README.md: expected one ```sql block with the bedside db example queries"
+    statements = [s.strip() for s in blocks[0].split(";") if s.strip()]
+    names = ("leaderboard", "worst_benchmark", "missed_by_all")
+    assert len(statements) == len(names), f"README.md: {len(statements)} example queries, expected 3"
+    return {name: "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
+            for name, sql in zip(names, statements)}
+
+
+README_QUERIES = _readme_queries()
 
 
 def _fresh_process(database: Path, queries: dict[str, str]) -> dict[str, list]:
