@@ -3,7 +3,10 @@ developer machine without ../shared/bedside-bench, and fails in CI (CI=true), wh
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_BENCH = Path(os.environ.get("BEDSIDE_SHARED_BENCH", ROOT.parent / "shared" / "bedside-bench"))
 SAMPLE = ROOT / "data" / "sample"
+# Never the user's ~/.cache: the suite (and the commands it starts) caches resample indices in a
+# directory of its own, fresh per session (tests of the cache itself point it elsewhere).
+os.environ["BEDSIDE_CACHE_DIR"] = tempfile.mkdtemp(prefix="bedside-test-cache-")
+atexit.register(shutil.rmtree, os.environ["BEDSIDE_CACHE_DIR"], True)
 
 
 @pytest.fixture(scope="session")

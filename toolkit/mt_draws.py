@@ -20,6 +20,8 @@ from typing import Callable, Final, Sequence
 
 import numpy as np
 
+from toolkit import index_cache
+
 _MAX_SIZE: Final = 2**32 - 1  # beyond this randrange reads more than one 32-bit word per try
 _PIECE: Final = 1 << 20  # outputs per cached piece of a seed's stream (4 MB)
 _STEP: Final = 1 << 10  # accepted counts are kept every _STEP outputs: position <-> rank in O(_STEP)
@@ -362,14 +364,28 @@ def _draw(stream: MT19937Stream, sizes: tuple[int, ...], samples: int, method: s
 @lru_cache(maxsize=_CACHE_ENTRIES)
 def cached_indices(sizes: tuple[int, ...], samples: int, seed: int
                     ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
-    """Read-only (samples, n) index arrays: per benchmark, then the stratified pass's blocks."""
-    stream = MT19937Stream(seed)
-    per_benchmark = [_draw(stream, (n,), samples) for n in sizes]
-    table = _draw(stream, sizes, samples)
-    for array in (*per_benchmark, table):
-        array.setflags(write=False)  # shared through the cache
+    """Read-only (samples, n) index arrays: per benchmark, then the stratified pass's blocks.
+
+    Both passes are kept as one (2, samples, sum(sizes)) table, read from the user's cache
+    directory when a verified copy is there (toolkit.index_cache), else made and stored.
+    """
+    shape, dtype = (2, samples, sum(sizes)), np.dtype(_index_dtype(sizes))
+    worth_storing = samples * shape[2] >= index_cache.MIN_DRAWS
+    key = index_cache.key_digest(__file__, seed, samples, sizes) if worth_storing else ""
+    both = index_cache.load(key, shape, dtype) if worth_storing else None
+    if both is None:
+        stream = MT19937Stream(seed)
+        both = np.empty(shape, dtype=dtype)
+        offset = 0
+        for n in sizes:  # per benchmark, in order, then the stratified pass: the reference's order
+            both[0, :, offset:offset + n] = _draw(stream, (n,), samples)
+            offset += n
+        both[1] = _draw(stream, sizes, samples)
+        if worth_storing:
+            index_cache.save(key, both)
+    both.setflags(write=False)  # shared through the cache
     offsets = np.concatenate([[0], np.cumsum(sizes)]).tolist()
-    overall = [table[:, offsets[b]:offsets[b + 1]] for b in range(len(sizes))]
+    per_benchmark, overall = ([part[:, lo:hi] for lo, hi in zip(offsets, offsets[1:])] for part in both)
     return tuple(per_benchmark), tuple(overall)
 
 
