@@ -33,8 +33,8 @@ from typing import Final
 import numpy as np
 
 ENV: Final = "BEDSIDE_CACHE_DIR"
-FORMAT: Final = "bedside-indices-1"
-MAX_BYTES: Final = 256 << 20  # the whole indices/ directory; one 500-case table at 10k resamples is 20 MB
+FORMAT: Final = "bedside-indices-2"
+MAX_BYTES: Final = 512 << 20  # all of indices/: a 500-case table at 10k resamples is 5-20 MB, one per run of distinct sizes
 MIN_DRAWS: Final = 50_000  # smaller tables are recomputed faster than a file is found and checked
 STALE_TEMP_SECONDS: Final = 3600  # a temporary file this old was left by a killed writer
 

@@ -366,26 +366,26 @@ def cached_indices(sizes: tuple[int, ...], samples: int, seed: int
                     ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
     """Read-only (samples, n) index arrays: per benchmark, then the stratified pass's blocks.
 
-    Both passes are kept as one (2, samples, sum(sizes)) table, read from the user's cache
-    directory when a verified copy is there (toolkit.index_cache), else made and stored.
+    Both passes are kept as one (2, sum(sizes), samples) table, each array a transposed
+    view: a resample mean gathers column by column, so a column of draws is a contiguous
+    row here. The table is read from the user's cache directory when a verified copy is
+    there (toolkit.index_cache), else made and stored.
     """
-    shape, dtype = (2, samples, sum(sizes)), np.dtype(_index_dtype(sizes))
-    worth_storing = samples * shape[2] >= index_cache.MIN_DRAWS
+    shape, dtype = (2, sum(sizes), samples), np.dtype(_index_dtype(sizes))
+    worth_storing = samples * shape[1] >= index_cache.MIN_DRAWS
     key = index_cache.key_digest(__file__, seed, samples, sizes) if worth_storing else ""
     both = index_cache.load(key, shape, dtype) if worth_storing else None
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).tolist()
     if both is None:
         stream = MT19937Stream(seed)
         both = np.empty(shape, dtype=dtype)
-        offset = 0
-        for n in sizes:  # per benchmark, in order, then the stratified pass: the reference's order
-            both[0, :, offset:offset + n] = _draw(stream, (n,), samples)
-            offset += n
-        both[1] = _draw(stream, sizes, samples)
+        for n, lo in zip(sizes, offsets):  # per benchmark, in order, then the stratified pass: the reference's order
+            both[0, lo:lo + n] = _draw(stream, (n,), samples).T
+        both[1] = _draw(stream, sizes, samples).T
         if worth_storing:
             index_cache.save(key, both)
     both.setflags(write=False)  # shared through the cache
-    offsets = np.concatenate([[0], np.cumsum(sizes)]).tolist()
-    per_benchmark, overall = ([part[:, lo:hi] for lo, hi in zip(offsets, offsets[1:])] for part in both)
+    per_benchmark, overall = ([part[lo:hi].T for lo, hi in zip(offsets, offsets[1:])] for part in both)
     return tuple(per_benchmark), tuple(overall)
 
 
