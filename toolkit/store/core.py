@@ -22,7 +22,6 @@ from typing import Any, Iterator
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from toolkit.store import databases, delta
 from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
@@ -87,7 +86,7 @@ class Store(RunManagement, PendingWrites):
             files = [f for f, _, _ in delta.files_of(actions, path, None, None)]
             if len(_RUNS) > 64:
                 _RUNS.clear()
-            _RUNS[key] = delta.read_files(files, "runs", delta.physical_schema("runs").names)
+            _RUNS[key] = delta.read_files(files, "runs", delta.physical_schema("runs").names).to_arrow()
         as_of = delta.commit_time(path, version) if self.pinned is not None else None
         return _Snapshot(version, _RUNS[key], as_of)
 
@@ -132,7 +131,8 @@ class Store(RunManagement, PendingWrites):
         keys = run_ids if keys is None else keys
         schema = TABLES[table].schema
         wanted = columns if columns is not None else schema.names
-        out_schema = pa.schema([pa.field(c, schema.field(c).type) for c in wanted])
+        # Types set in polars: an Arrow cast would import pyarrow.compute (~25 ms of a cold command).
+        out_types = pl.from_arrow(pa.Table.from_batches([], pa.schema([schema.field(c) for c in wanted]))).schema
         for attempt in range(_SNAPSHOT_TRIES):
             snap = self._snapshot()
             if attempt and snap.as_of is None and snap.version is not None:
@@ -140,10 +140,10 @@ class Store(RunManagement, PendingWrites):
                 # instead (Delta time travel), which no later commit can change.
                 snap = _Snapshot(snap.version, snap.runs, delta.commit_time(self._path("runs"), snap.version))
             if table == "runs":
-                data = snap.runs
+                data = pl.from_arrow(snap.runs)
                 if keys is not None:  # in the order of the keys given (polars: pa.array() would import pandas)
                     order = pl.DataFrame({PART: list(dict.fromkeys(map(_part, keys)))}, schema={PART: pl.String})
-                    data = order.join(pl.from_arrow(data), on=PART, how="inner", maintain_order="left").to_arrow()
+                    data = order.join(data, on=PART, how="inner", maintain_order="left")
                 break
             found = self._data_files(snap, table, keys)
             if keys is not None:  # in the order of the keys given, as callers expect
@@ -156,7 +156,7 @@ class Store(RunManagement, PendingWrites):
                 break
         else:
             raise StoreError(f"{self.root}: the store kept changing while {table} was read; try again")
-        return pl.from_arrow(data.select(wanted).cast(out_schema))
+        return data.select(wanted).cast(out_types)
 
     def run_ids(self) -> list[str]:
         """Ids of the runs that have a ``runs`` row, in the order they were created."""
@@ -168,8 +168,10 @@ class Store(RunManagement, PendingWrites):
 
     def _row(self, run_id: str, snap: _Snapshot | None = None) -> dict[str, Any] | None:
         runs = (snap or self._snapshot()).runs
-        rows = runs.filter(pa.compute.equal(runs.column(PART), _part(run_id))).to_pylist()
-        return rows[-1] if rows else None
+        # One row per run: found in Python (pyarrow.compute costs ~25 ms to import on every read command).
+        part = _part(run_id)
+        at = [i for i, p in enumerate(runs.column(PART).to_pylist()) if p == part]
+        return runs.slice(at[-1], 1).to_pylist()[0] if at else None
 
     def run(self, run_id: str) -> dict:
         """The ``runs`` row of a run."""
@@ -342,6 +344,8 @@ def _frames(run_id: str, rows: dict[str, pa.Table | list[dict]]) -> dict[str, pa
             frame = frame.select(TABLES[table].schema.names).cast(TABLES[table].schema)
             if frame.num_rows and frame.column("run_id").unique().to_pylist() != [run_id]:
                 raise StoreError(f"{table} rows for run {run_id!r} name another run")
+            import pyarrow.compute  # noqa: F401  (a write path: read commands never import it)
+
             pa.compute.utf8_length(frame.column("run_id"))  # validates the text columns' UTF-8 below too
             frame.validate(full=True)
         except (pa.ArrowException, ValueError, TypeError, OverflowError) as error:
