@@ -90,7 +90,9 @@ def import_many(store: Store, paths: list[str | Path], dataset: Dataset, replace
                          "after its file)")
     jobs = [(Path(p), run_id or Path(p).stem) for p in paths]
     out: list[ImportReport | ImportFailure] = []
-    for (path, _), result in zip(jobs, _Importer(store, dataset, replace, chunk_bytes).run(jobs)):
+    with store.deferred_refresh():  # registered `bedside db` files: one refresh at the end, not one per file
+        results = _Importer(store, dataset, replace, chunk_bytes).run(jobs)
+    for (path, _), result in zip(jobs, results):
         if isinstance(result, BaseException):
             line = (str(result).splitlines() or [type(result).__name__])[0]
             result = ImportFailure(path, line if line.startswith(str(path)) else f"{path}: {line}")

@@ -220,6 +220,11 @@ class Store(RunManagement, PendingWrites):
         """The run's lock for one of the store's own writes: joins the lock when this process holds it."""
         return run_lock(self.root / ".locks" / f"{safe_segment(run_id)}.lock", f"run {run_id!r}", join=True)
 
+    def deferred_refresh(self, every_s: float | None = None):
+        """A block whose writes refresh the registered ``bedside db`` files at most every ``every_s`` seconds
+        (None: not while it runs) and once when it ends, however it ends (``databases.deferred``)."""
+        return databases.deferred(self, every_s)
+
     def journal_dir(self, run_id: str) -> Path:
         """Where the write-ahead journal of a run being collected lives (created by the journal)."""
         return self.root / "journal" / safe_segment(run_id)

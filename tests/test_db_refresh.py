@@ -1,0 +1,145 @@
+"""A registered `bedside db` file stays current as runs land, but repeated writes pay its refresh once: a bulk
+import refreshes it once at the end (also when a file fails), a collection at its end (and at most every
+``db_refresh_s`` seconds while it runs), and a store with no database registered pays one stat."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import reference_model as rm
+from toolkit.cli import main
+from toolkit.collect.judge import case_to_judge
+from toolkit.collect.plan import ensure_run
+from toolkit.collect.runner import CollectJob, collect
+from toolkit.collect.settings import CollectSettings, Endpoint
+from toolkit.dataset import load_dataset
+from toolkit.sim import SimConfig, SimServer
+from toolkit.store import Store, databases
+
+
+def _query(database: Path, queries: dict[str, str]) -> dict[str, list]:
+    """Answers of a plain DuckDB in a fresh process that opens the file read-only."""
+    code = ("import duckdb, json, sys\ncon = duckdb.connect(sys.argv[1], read_only=True)\n"
+            "print(json.dumps({k: con.execute(q).fetchall() for k, q in json.loads(sys.argv[2]).items()}))")
+    done = subprocess.run([sys.executable, "-c", code, str(database), json.dumps(queries)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def refreshes(monkeypatch) -> list[Path]:
+    """The databases refreshed in this process, one entry per refresh of one file."""
+    seen: list[Path] = []
+    real = databases._refresh_one
+
+    def counted(store, database, files, version):
+        seen.append(database)
+        return real(store, database, files, version)
+
+    monkeypatch.setattr(databases, "_refresh_one", counted)
+    return seen
+
+
+def _result_file(path: Path, sample_dataset, seed: int, rows: int) -> None:
+    data = rm.make_rows(list(sample_dataset.raw_cases), seed=seed, error_rate=0.1)[:rows]
+    path.write_text("".join(json.dumps(r) + "\n" for r in data))
+
+
+def test_bulk_import_refreshes_the_database_once_also_when_a_file_fails(tmp_path: Path, sample_dataset,
+                                                                        refreshes, capsys) -> None:
+    store = tmp_path / "store"
+    _result_file(tmp_path / "first.jsonl", sample_dataset, 9, 4)
+    assert main(["import", str(tmp_path / "first.jsonl"), "--store", str(store)]) == 0
+    out = tmp_path / "r.duckdb"
+    assert main(["db", "--out", str(out), "--store", str(store)]) == 0
+    results = tmp_path / "results"
+    results.mkdir()
+    for seed, name in enumerate(["alpha", "beta", "gamma"], start=1):
+        _result_file(results / f"{name}.jsonl", sample_dataset, seed, 3 + seed)
+    (results / "broken.jsonl").write_text('{"case_id": "x"}\nnot json\n')  # fails after alpha and beta
+    capsys.readouterr()
+    refreshes.clear()
+    assert main(["import", str(results), "--store", str(store)]) == 1
+    assert "broken.jsonl" in capsys.readouterr().err
+    assert refreshes == [out.resolve()]  # once, at the end of the command, not once per file
+    got = _query(out, {"runs": "SELECT run_id FROM run_summary ORDER BY run_id",
+                       "version": "SELECT store_version FROM bedside_info"})
+    assert got["runs"] == [["alpha"], ["beta"], ["first"], ["gamma"]]
+    assert got["version"] == [[Store.open(store).version()]]
+
+
+def test_collection_refreshes_the_database_at_its_end_not_at_every_checkpoint(tmp_path: Path, refreshes) -> None:
+    dataset = load_dataset(None)
+    store = Store.open(tmp_path / "store")
+    store.write_dataset(dataset)
+    out = tmp_path / "c.duckdb"
+    with SimServer(SimConfig(latency_ms=40, seed=3)) as sim:
+        endpoint = Endpoint("sim", sim.base_url, ())
+        first = CollectSettings("warm", "sim/strong", "sim/judge", endpoint, endpoint, concurrency=4)
+        cases = tuple(case_to_judge(c) for c in dataset.raw_cases[:12])
+        collect(store, [CollectJob(first, cases[:2])], prepare=lambda s, j: ensure_run(s, j.settings, dataset.sha256))
+        assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0
+        refreshes.clear()
+        # Two calls in flight, 24 calls of >= 40 ms: ~0.5 s of collection, a checkpoint every 20 ms.
+        settings = CollectSettings("r", "sim/strong", "sim/judge", endpoint, endpoint, concurrency=2,
+                                   checkpoint_s=0.02)
+        journal_commits = []
+        real_commit = Store.commit_run
+
+        def counted_commit(self, run_id, *args, **kwargs):
+            journal_commits.append(run_id)
+            return real_commit(self, run_id, *args, **kwargs)
+
+        Store.commit_run = counted_commit
+        try:
+            [report] = collect(store, [CollectJob(settings, cases)],
+                               prepare=lambda s, j: ensure_run(s, j.settings, dataset.sha256))
+        finally:
+            Store.commit_run = real_commit
+    assert report.answers_ok == 12 and report.judgments_ok == 12
+    assert journal_commits.count("r") >= 4  # many commits ...
+    assert refreshes == [out.resolve()]  # ... one refresh, after the last of them
+    got = _query(out, {"answers": "SELECT count(*) FROM answers WHERE run_id = 'r'",
+                       "runs": "SELECT run_id FROM run_summary ORDER BY run_id",
+                       "version": "SELECT store_version FROM bedside_info"})
+    assert got == {"answers": [[12]], "runs": [["r"], ["warm"]], "version": [[store.version()]]}
+
+
+def test_a_short_refresh_interval_refreshes_while_the_collection_runs(tmp_path: Path, refreshes) -> None:
+    dataset = load_dataset(None)
+    store = Store.open(tmp_path / "store")
+    store.write_dataset(dataset)
+    out = tmp_path / "c.duckdb"
+    with SimServer(SimConfig(latency_ms=40, seed=5)) as sim:
+        endpoint = Endpoint("sim", sim.base_url, ())
+        cases = tuple(case_to_judge(c) for c in dataset.raw_cases[:8])
+        first = CollectSettings("warm", "sim/strong", "sim/judge", endpoint, endpoint)
+        collect(store, [CollectJob(first, cases[:1])], prepare=lambda s, j: ensure_run(s, j.settings, dataset.sha256))
+        assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0
+        refreshes.clear()
+        settings = CollectSettings("r", "sim/strong", "sim/judge", endpoint, endpoint, concurrency=1,
+                                   checkpoint_s=0.05, db_refresh_s=0.0)
+        collect(store, [CollectJob(settings, cases)], prepare=lambda s, j: ensure_run(s, j.settings, dataset.sha256))
+    assert len(refreshes) >= 3  # every commit refreshed: the setting is what holds them back
+    assert _query(out, {"answers": "SELECT count(*) FROM answers WHERE run_id = 'r'"}) == {"answers": [[8]]}
+
+
+def test_no_registered_database_costs_one_stat(tmp_path: Path, sample_dataset, refreshes, monkeypatch) -> None:
+    store = Store.open(tmp_path / "store")
+    store.write_dataset(sample_dataset)
+    called = []
+    monkeypatch.setattr(databases, "_refresh_now", lambda s: called.append(s))
+    started = time.perf_counter()
+    for _ in range(2000):
+        databases.refresh(store)
+    with store.deferred_refresh():
+        databases.refresh(store)
+    assert called == [] and refreshes == []
+    assert time.perf_counter() - started < 1.0  # ~5 us each: a stat, nothing else
