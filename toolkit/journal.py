@@ -28,6 +28,9 @@ from toolkit.store import Store, StoreError
 from toolkit.tables import RUN_TABLES, TABLES, to_arrow
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# A run is compacted when a collection ends only once it holds more writes than this (each checkpoint adds
+# one small file per table): a short collection's few files cost a reader less than rewriting them costs it.
+COMPACT_WRITES = 8
 _INT32 = (-(2 ** 31), 2 ** 31 - 1)
 
 
@@ -133,6 +136,10 @@ class RunJournal:
         self._lines = 0
         self.quarantined: dict[Path, int] = {}  # .bad file -> lines moved there by recover()
         self._mutex = threading.Lock()
+        # The records appended to the open file, and those of rotated files not yet committed: a checkpoint
+        # of this process commits them as they are (checked when appended) instead of reading the file back.
+        self._records: list[tuple[str, dict[str, Any]]] = []
+        self._held: dict[Path, list[tuple[str, dict[str, Any]]]] = {}
 
     def recover(self) -> int:
         """Materialise journals a crashed writer left behind; returns the rows recovered.
@@ -165,12 +172,15 @@ class RunJournal:
         try:
             data = (payload + "\n").encode()
         except UnicodeEncodeError:  # a lone surrogate in some text: UTF-8 cannot hold it, U+FFFD can
-            data = (_SURROGATE.sub("\ufffd", payload) + "\n").encode()
+            payload = _SURROGATE.sub("\ufffd", payload)
+            data = (payload + "\n").encode()
+            records = [(record["t"], record["r"]) for record in json.loads(payload)]  # as the file has them
         view = memoryview(data)
         while view:
             written = os.write(self._fd, view)
             view = view[written:]
         self._lines += 1
+        self._records += records
 
     def checkpoint(self) -> None:
         """Commit what the journal holds to the store (readers see it from then on)."""
@@ -185,24 +195,30 @@ class RunJournal:
             return None
         os.close(self._fd)
         path, self._fd, self._path, self._lines = self._path, None, None, 0
+        assert path is not None
+        self._held[path], self._records = self._records, []
         return path
 
     def materialise(self, path: Path) -> int:
         """Commit a closed journal file as one store transaction and remove it. One at a time per journal:
         two commits of one run racing each other would each drop the other's write id from the run."""
         with self._mutex:
-            return self._materialise(path)
+            return self._materialise(path, self._held.pop(path, None))
 
     def close(self) -> None:
-        """Checkpoint, then compact the run (one file per table, dead rows swept)."""
+        """Checkpoint, then compact the run (one file per table, dead rows swept) once it holds more than
+        ``COMPACT_WRITES`` writes."""
         self.checkpoint()
         with self._mutex:  # after a checkpoint still committing on another thread
-            if self.store.has_run(self.run_id):
+            if (self.store.has_run(self.run_id)
+                    and len(json.loads(self.store.run(self.run_id)["write_ids"] or "[]")) > COMPACT_WRITES):
                 self.store.compact_run(self.run_id)
 
-    def _materialise(self, path: Path) -> int:
+    def _materialise(self, path: Path, held: list[tuple[str, dict[str, Any]]] | None = None) -> int:
+        """Commit a journal file: ``held``, its records as this process appended them, or else (a journal
+        left by another process) the file's lines, read back and checked."""
         tag = path.stem
-        good, bad = _read_lines(path)
+        good, bad = ([held], []) if held is not None else _read_lines(path)
         by_table: dict[str, list[dict[str, Any]]] = {}
         for records in good:
             for table, row in records:
