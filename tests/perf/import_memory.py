@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests import reference_model as rm  # noqa: E402
+from tests.perf.child import timed  # noqa: E402
 from tests.perf.panel import shared_root  # noqa: E402
 from tests.perf.rows import row  # noqa: E402
 from toolkit.dataset import load_dataset  # noqa: E402
@@ -52,18 +52,6 @@ def write_file(path: Path, cases: list[dict], rows: int, answer_chars: int) -> l
                                                    "started_at", "finished_at") if k in r})
             seed += 1
     return kept
-
-
-def timed(argv: list[str]) -> tuple[int, float, float, float, str]:
-    """(exit code, wall s, CPU s, peak RSS MB, its output) of a child process, from wait4's accounting."""
-    with tempfile.TemporaryFile("w+") as out:
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        return proc.returncode, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out.read()
 
 
 def main() -> None:
