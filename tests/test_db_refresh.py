@@ -8,7 +8,9 @@ import json
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +33,27 @@ def _query(database: Path, queries: dict[str, str]) -> dict[str, list]:
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+@contextmanager
+def _warm_store_with_database(tmp_path: Path, seed: int, n_cases: int, warm_cases: int, **warm_options: Any):
+    """A store with a small collected run ``warm`` and a registered database ``c.duckdb``, while a simulated
+    provider runs: yields (store, database, endpoint, the sample's first ``n_cases`` cases, a ``prepare``)."""
+    dataset = load_dataset(None)
+    store = Store.open(tmp_path / "store")
+    store.write_dataset(dataset)
+    out = tmp_path / "c.duckdb"
+
+    def prepare(s, job):
+        return ensure_run(s, job.settings, dataset.sha256)
+
+    with SimServer(SimConfig(latency_ms=40, seed=seed)) as sim:
+        endpoint = Endpoint("sim", sim.base_url, ())
+        cases = tuple(case_to_judge(c) for c in dataset.raw_cases[:n_cases])
+        first = CollectSettings("warm", "sim/strong", "sim/judge", endpoint, endpoint, **warm_options)
+        collect(store, [CollectJob(first, cases[:warm_cases])], prepare=prepare)
+        assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0
+        yield store, out, endpoint, cases, prepare
 
 
 @pytest.fixture
@@ -76,16 +99,8 @@ def test_bulk_import_refreshes_the_database_once_also_when_a_file_fails(tmp_path
 
 
 def test_collection_refreshes_the_database_at_its_end_not_at_every_checkpoint(tmp_path: Path, refreshes) -> None:
-    dataset = load_dataset(None)
-    store = Store.open(tmp_path / "store")
-    store.write_dataset(dataset)
-    out = tmp_path / "c.duckdb"
-    with SimServer(SimConfig(latency_ms=40, seed=3)) as sim:
-        endpoint = Endpoint("sim", sim.base_url, ())
-        first = CollectSettings("warm", "sim/strong", "sim/judge", endpoint, endpoint, concurrency=4)
-        cases = tuple(case_to_judge(c) for c in dataset.raw_cases[:12])
-        collect(store, [CollectJob(first, cases[:2])], prepare=lambda s, j: ensure_run(s, j.settings, dataset.sha256))
-        assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0
+    with _warm_store_with_database(tmp_path, seed=3, n_cases=12, warm_cases=2, concurrency=4) as (
+            store, out, endpoint, cases, prepare):
         refreshes.clear()
         # Two calls in flight, 24 calls of >= 40 ms: ~0.5 s of collection, a checkpoint every 20 ms.
         settings = CollectSettings("r", "sim/strong", "sim/judge", endpoint, endpoint, concurrency=2,
@@ -99,8 +114,7 @@ def test_collection_refreshes_the_database_at_its_end_not_at_every_checkpoint(tm
 
         Store.commit_run = counted_commit
         try:
-            [report] = collect(store, [CollectJob(settings, cases)],
-                               prepare=lambda s, j: ensure_run(s, j.settings, dataset.sha256))
+            [report] = collect(store, [CollectJob(settings, cases)], prepare=prepare)
         finally:
             Store.commit_run = real_commit
     assert report.answers_ok == 12 and report.judgments_ok == 12
@@ -113,20 +127,11 @@ def test_collection_refreshes_the_database_at_its_end_not_at_every_checkpoint(tm
 
 
 def test_a_short_refresh_interval_refreshes_while_the_collection_runs(tmp_path: Path, refreshes) -> None:
-    dataset = load_dataset(None)
-    store = Store.open(tmp_path / "store")
-    store.write_dataset(dataset)
-    out = tmp_path / "c.duckdb"
-    with SimServer(SimConfig(latency_ms=40, seed=5)) as sim:
-        endpoint = Endpoint("sim", sim.base_url, ())
-        cases = tuple(case_to_judge(c) for c in dataset.raw_cases[:8])
-        first = CollectSettings("warm", "sim/strong", "sim/judge", endpoint, endpoint)
-        collect(store, [CollectJob(first, cases[:1])], prepare=lambda s, j: ensure_run(s, j.settings, dataset.sha256))
-        assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0
+    with _warm_store_with_database(tmp_path, seed=5, n_cases=8, warm_cases=1) as (store, out, endpoint, cases, prepare):
         refreshes.clear()
         settings = CollectSettings("r", "sim/strong", "sim/judge", endpoint, endpoint, concurrency=1,
                                    checkpoint_s=0.05, db_refresh_s=0.0)
-        collect(store, [CollectJob(settings, cases)], prepare=lambda s, j: ensure_run(s, j.settings, dataset.sha256))
+        collect(store, [CollectJob(settings, cases)], prepare=prepare)
     assert len(refreshes) >= 3  # every commit refreshed: the setting is what holds them back
     assert _query(out, {"answers": "SELECT count(*) FROM answers WHERE run_id = 'r'"}) == {"answers": [[8]]}
 
