@@ -22,3 +22,20 @@ def test_t_distribution_loads_scipys_own_ufuncs_without_the_array_api_layer() ->
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert float(done.stdout) == 2.364624251592784  # scipy.stats.t.ppf(0.975, 7)
+
+
+def test_loading_a_dataset_does_not_build_the_iri_grammar_and_leaves_it_importable() -> None:
+    """jsonschema is imported without rfc3987_syntax (~1.2 s of CPU, for a format check never used), and the
+    module is not blocked for the rest of the process: a notebook can still import it."""
+    code = textwrap.dedent("""
+        import importlib.util, sys
+        import toolkit
+        toolkit.load_dataset(None)
+        assert "rfc3987_syntax" not in sys.modules, "the IRI grammar was imported, or left blocked"
+        if importlib.util.find_spec("rfc3987_syntax") is not None:
+            import rfc3987_syntax  # noqa: F401  (still importable)
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -20,10 +20,16 @@ from pathlib import Path
 from typing import Any, Iterable
 
 # jsonschema's optional "iri" format check imports rfc3987_syntax, which builds a grammar when imported: ~1.2 s
-# of CPU for every command that loads a dataset. Formats are never checked here (no format_checker): keep it out.
-sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
-
-import jsonschema  # noqa: E402
+# of CPU for every command that loads a dataset. Formats are never checked here (no format_checker), so it is
+# hidden while jsonschema is imported, and only then: the process can still import it itself afterwards.
+_HIDE_IRI = "rfc3987_syntax" not in sys.modules
+if _HIDE_IRI:
+    sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # an import of it raises ImportError
+try:
+    import jsonschema  # noqa: E402
+finally:
+    if _HIDE_IRI:
+        del sys.modules["rfc3987_syntax"]
 import polars as pl  # noqa: E402
 
 from toolkit import protocol
