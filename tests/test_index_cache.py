@@ -60,7 +60,7 @@ def test_off_cold_and_warm_give_the_same_bytes(summary_store: Path, tmp_path: Pa
     assert tables(tmp_path) == written
 
 
-@pytest.mark.parametrize("damage", ["truncated", "same_size_other_bytes", "empty", "pickled", "wrong_shape"])
+@pytest.mark.parametrize("damage", ["truncated", "same_size_other_bytes", "empty", "pickled", "wrong_shape", "fifo"])
 def test_a_damaged_file_is_recomputed_and_rewritten(summary_store: Path, tmp_path: Path, damage: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     expected = summary_json(summary_store, monkeypatch, str(tmp_path))
@@ -73,6 +73,9 @@ def test_a_damaged_file_is_recomputed_and_rewritten(summary_store: Path, tmp_pat
         victim.write_bytes(data[:-4000] + bytes(4000))  # header intact, shape and dtype right
     elif damage == "empty":
         victim.write_bytes(b"")
+    elif damage == "fifo":  # opening a FIFO for reading blocks until a writer comes: it must not be opened so
+        victim.unlink()
+        os.mkfifo(victim)
     elif damage == "pickled":
         with open(victim, "wb") as f:
             np.save(f, np.array([{"x": 1}], dtype=object), allow_pickle=True)
@@ -92,6 +95,8 @@ def test_an_unwritable_cache_directory_is_silent(summary_store: Path, tmp_path: 
     blocker.write_text("not a directory")
     # Below a regular file nothing can be created, whoever runs the test (root ignores permission bits).
     assert summary_json(summary_store, monkeypatch, str(blocker / "cache")) == expected
+    # a home directory that cannot be found (an unknown user's ~): the cache is off, not an error
+    assert summary_json(summary_store, monkeypatch, "~no-such-user-of-bedside/cache") == expected
     monkeypatch.setenv(index_cache.ENV, str(blocker))
     assert index_cache.load("0" * 32, (2, 1, 1), np.dtype(np.uint8)) is None
 

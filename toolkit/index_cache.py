@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -42,10 +43,13 @@ STALE_TEMP_SECONDS: Final = 3600  # a temporary file this old was left by a kill
 def cache_root() -> Path | None:
     """The bedside cache directory the environment names, or None when the cache is off."""
     named = os.environ.get(ENV)
-    if named is not None:
-        return None if named.strip() in ("", "off") else Path(named).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "bedside"
+    try:  # expanduser / home() raise RuntimeError for an unknown user or no home: the cache is then off
+        if named is not None:
+            return None if named.strip() in ("", "off") else Path(named).expanduser()
+        xdg = os.environ.get("XDG_CACHE_HOME", "")
+        return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "bedside"
+    except RuntimeError:
+        return None
 
 
 @lru_cache(maxsize=None)
@@ -97,7 +101,11 @@ def load(key: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None
 
 def _read_checked(path: Path, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
     try:
-        with open(path, "rb") as f:
+        # O_NONBLOCK: a FIFO of the same name must not block the command (then fstat refuses it)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
             array = np.load(f, allow_pickle=False)
             if f.read(1):  # trailing bytes: not a file this module wrote
                 return None
