@@ -164,6 +164,19 @@ def test_csv_lists_become_json_text_and_json_has_no_nan(tmp_path: Path, capsys, 
     assert got[0]["f"] is None and got[0]["g"] is None and got[0]["fl"] == [None] and got[0]["l"] == [1.5, 2.0]
 
 
+
+def test_a_column_csv_cannot_hold_is_one_line(tmp_path: Path, capsys, sample_dataset) -> None:
+    """DuckDB's VARIANT reaches polars as an Arrow extension type of binary fields: CSV gets one line
+    saying how to select it (as text), not an internal error; as text it prints."""
+    store = _filled_store(tmp_path, sample_dataset)
+    query = "SELECT name, typed_value FROM duckdb_settings() WHERE name = 'threads'"
+    line = _one_line(capsys, ["sql", query, "--store", str(store.root), "--format", "csv"])
+    assert line == ("bedside: error: SQL: column typed_value: its type (arrow.parquet.variant) has no CSV form; "
+                    "select it as text (typed_value::VARCHAR)")
+    as_text = "SELECT name, typed_value::VARCHAR AS v FROM duckdb_settings() WHERE name = 'threads'"
+    assert main(["sql", as_text, "--store", str(store.root), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("name,v\nthreads,")
+
 def test_truncated_part_file_is_one_line(tmp_path: Path, capsys, sample_dataset) -> None:
     store = _filled_store(tmp_path, sample_dataset)
     part = store.files("answers")[0]

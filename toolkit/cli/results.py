@@ -152,6 +152,11 @@ def _printable(frame: pl.DataFrame, fmt: str) -> pl.DataFrame:
     Infinity: non-finite floats become null."""
     if fmt == "table":
         return frame
+    opaque = [name for name, dtype in frame.schema.items() if isinstance(dtype, pl.Extension)]
+    if opaque and fmt == "csv":  # e.g. DuckDB's VARIANT: its Arrow form is binary, meaningless as text
+        kind = frame.schema[opaque[0]].ext_name()
+        raise CommandError([f"SQL: column {opaque[0]}: its type ({kind}) has no CSV form; "
+                            f"select it as text ({opaque[0]}::VARCHAR)"])
     nested = [name for name, dtype in frame.schema.items() if dtype.is_nested() or dtype == pl.Object]
     if fmt == "csv":
         return frame.with_columns(
