@@ -74,3 +74,25 @@ def test_an_existing_run_fails_that_file_only(tmp_path: Path, sample_dataset, ca
     assert set(_runs(Path(store))) == {"alpha", "beta", "gamma"}
     assert main(["import", str(root), "--replace", "--store", store]) == 1  # bad.jsonl still bad
     assert capsys.readouterr().out.count("imported ") == 3
+
+
+@pytest.mark.parametrize("how", ["dir", "glob"])
+def test_entries_named_jsonl_that_are_not_files_each_get_their_line(tmp_path: Path, sample_dataset, capsys,
+                                                                    how: str) -> None:
+    """A broken link, a FIFO and a folder named *.jsonl in the directory are not skipped in silence: each is
+    one error line naming it, and the good files' runs stand (exit 1)."""
+    import os
+
+    counts = _files(tmp_path / "results", sample_dataset)
+    root = tmp_path / "results"
+    (root / "bad.jsonl").unlink()
+    (root / "gone.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    os.mkfifo(root / "pipe.jsonl")
+    (root / "folder.jsonl").mkdir()
+    arg = str(root) if how == "dir" else str(root / "*.jsonl")
+    code = main(["import", arg, "--store", str(tmp_path / "store")])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert sorted(line.split(":")[2].strip() for line in err.splitlines()) == \
+        sorted(str(root / n) for n in ("folder.jsonl", "gone.jsonl", "pipe.jsonl")), err
+    assert _runs(tmp_path / "store") == counts

@@ -107,10 +107,11 @@ def result_files(args: list[str]) -> list[Path]:
     for arg in args:
         path = Path(arg)
         if path.is_dir():
-            found = sorted(p for p in path.glob("*.jsonl") if p.is_file())
+            # every entry named *.jsonl, also a broken link, a FIFO or a folder: each then fails with its own line
+            found = sorted(path.glob("*.jsonl"))
             what = "no *.jsonl result file in this directory"
         elif not path.exists() and any(c in arg for c in "*?["):
-            found = sorted(Path(p) for p in glob.glob(arg) if not p.endswith(".summary.json") and Path(p).is_file())
+            found = sorted(Path(p) for p in glob.glob(arg) if not p.endswith(".summary.json"))
             what = "no result file matches this pattern"
         else:
             found, what = [path], ""
