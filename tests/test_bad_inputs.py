@@ -295,6 +295,17 @@ def test_result_files_that_are_not_regular_files(tmp_path: Path, filled, capsys)
     assert snapshot(store) == before
 
 
+
+def test_a_byte_order_mark_is_named(tmp_path: Path, filled, capsys) -> None:
+    """A result file saved with a UTF-8 BOM (JSON does not allow one) says so, not 'Expecting value'."""
+    store, rows = filled
+    before = snapshot(store)
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(r) + "\n" for r in rows).encode())
+    one_error(capsys, ["import", str(bom), "--store", str(store)], f"{bom}:1: column 1: ",
+              "starts with a UTF-8 byte order mark (BOM)")
+    assert snapshot(store) == before
+
 def test_summary_json_is_valid_json_when_a_mean_is_nan(tmp_path: Path, sample_dataset, capsys) -> None:
     case = sample_dataset.raw_cases[0]
     only_errors = [{"protocol_version": rm.PROTOCOL, "case_id": case["case_id"], "benchmark": case["benchmark"],

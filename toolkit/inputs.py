@@ -179,6 +179,9 @@ def parse_json(text: str, file: str, position: str = "line {line} column {column
         value = _DECODER.decode(text)
     except json.JSONDecodeError as error:
         where = position.format(line=error.lineno, column=error.colno)
+        if text.startswith("\ufeff"):  # Windows editors' byte order mark: JSON does not allow it
+            raise InputError(file, where, f"{invalid}: starts with a UTF-8 byte order mark (BOM); save the "
+                                          "file as UTF-8 without BOM") from None
         raise InputError(file, where, f"{invalid}: {error.msg}") from None
     except RecursionError:  # only reachable if the interpreter's recursion limit is below MAX_DEPTH
         raise InputError(file, "nesting", "JSON nested too deeply") from None
