@@ -5,6 +5,7 @@ import refreshes it once at the end (also when a file fails), a collection at it
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -148,3 +149,108 @@ def test_no_registered_database_costs_one_stat(tmp_path: Path, sample_dataset, r
         databases.refresh(store)
     assert called == [] and refreshes == []
     assert time.perf_counter() - started < 1.0  # ~5 us each: a stat, nothing else
+
+
+def _dead_pid() -> int:
+    """The id of a process that has ended and been reaped (ids are reused only after a wrap-around)."""
+    done = subprocess.Popen(["true"])
+    done.wait()
+    return done.pid
+
+
+def _registered_database(tmp_path: Path, sample_dataset) -> tuple[Store, Path]:
+    from tests import analysis_sim
+
+    store = Store.open(tmp_path / "store")
+    analysis_sim.write_run(store, sample_dataset, "first", 0.2, 1)
+    out = tmp_path / "r.duckdb"
+    assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0
+    return store, out
+
+
+def _write(store: Store, sample_dataset, run_id: str) -> None:
+    from tests import analysis_sim
+
+    analysis_sim.write_run(store, sample_dataset, run_id, 0.3, len(run_id), created=len(run_id))
+
+
+def test_a_refresh_sweeps_temporary_files_of_killed_processes_and_nothing_else(tmp_path: Path, sample_dataset,
+                                                                               refreshes) -> None:
+    store, out = _registered_database(tmp_path, sample_dataset)
+    dead, live = _dead_pid(), os.getppid()
+    leftovers = [f".r.duckdb.{dead}.refresh", f".r.duckdb.{dead}.refresh.wal", f".r.duckdb.{dead}.tmp",
+                 f".r.duckdb.{dead}.tmp.wal"]
+    kept = [f".r.duckdb.{live}.refresh", f".r.duckdb.{live}.tmp", f".r.duckdb.{dead}.refresh.bak",
+            f".other.duckdb.{dead}.tmp", f".r.duckdb.x{dead}.tmp", f"r.duckdb.{dead}.tmp", f".r.duckdb.{dead}.log",
+            f".r.duckdb.5.{dead}.tmp"]
+    for name in leftovers + kept:
+        (tmp_path / name).write_text("left behind\n")
+    _write(store, sample_dataset, "second")
+    assert refreshes and set(refreshes) == {out.resolve()}  # a write commits each table: a refresh each
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name not in ("store", "r.duckdb")) == sorted(kept)
+
+
+@pytest.mark.parametrize("content, ignored", [
+    ("not json {", None), ('"/tmp/r.duckdb"', None), ('{"a": 1}', None),
+    ("[1, 2, null]", 3), ('[["a"]]', 1), ('[""]', 1), ('["r.duckdb"]', 1), ("[GOOD, 5]", 1), ('[GOOD, "x"]', 1),
+], ids=["garbage", "bare-string", "object", "numbers", "nested", "empty-string", "relative", "good-and-number",
+        "good-and-relative"])
+def test_a_damaged_registry_is_read_tolerantly_and_loudly(tmp_path: Path, sample_dataset, refreshes, capfd,
+                                                          content: str, ignored: int | None) -> None:
+    store, out = _registered_database(tmp_path, sample_dataset)
+    registry = store.root / ".databases.json"
+    registry.write_text(content.replace("GOOD", json.dumps(str(out.resolve()))))
+    before = registry.read_text()
+    capfd.readouterr()
+    refreshes.clear()
+    _write(store, sample_dataset, "second")
+    _write(store, sample_dataset, "third")
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"bedside: warning: {registry}: registry: "), err
+    good = "GOOD" in content
+    assert set(refreshes) == ({out.resolve()} if good else set())
+    if ignored is None:  # unreadable: left for its user, nothing refreshed
+        assert "not read" in err[0] and registry.read_text() == before
+        done = subprocess.run([sys.executable, "-m", "toolkit", "db", "--out", str(out), "--store", str(store.root)],
+                              capture_output=True, text=True, timeout=120)  # a fresh process: nothing warned yet
+        err = done.stderr.strip().splitlines()
+        assert done.returncode == 0 and len(err) == 1 and "replaced" in err[0] and str(registry) in err[0], err
+    else:
+        assert f"{ignored} entr" in err[0] and "absolute path" in err[0] and err[0].endswith(", ignored")
+    assert databases.registered(store.root) == ([out.resolve()] if good or ignored is None else [])
+
+
+def test_a_huge_registry_is_not_read(tmp_path: Path, sample_dataset, refreshes, capfd) -> None:
+    store, out = _registered_database(tmp_path, sample_dataset)
+    registry = store.root / ".databases.json"
+    registry.write_text(json.dumps([str(out.resolve())] + [f"/x/{i:07d}.duckdb" for i in range(80_000)]))
+    size = registry.stat().st_size
+    capfd.readouterr()
+    refreshes.clear()
+    _write(store, sample_dataset, "second")
+    err = capfd.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(registry) in err[0] and "not read" in err[0], err
+    assert refreshes == [] and registry.stat().st_size == size
+
+
+def test_a_registered_file_that_is_not_ours_is_dropped_with_one_warning(tmp_path: Path, sample_dataset,
+                                                                        refreshes, capfd) -> None:
+    import duckdb
+
+    store, out = _registered_database(tmp_path, sample_dataset)
+    text = tmp_path / "passwd"
+    text.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    theirs = tmp_path / "theirs.duckdb"
+    con = duckdb.connect(str(theirs))
+    con.execute("CREATE TABLE t AS SELECT 1 AS one")
+    con.close()
+    registry = store.root / ".databases.json"
+    registry.write_text(json.dumps([str(out.resolve()), str(text), str(theirs)]))
+    capfd.readouterr()
+    _write(store, sample_dataset, "second")
+    _write(store, sample_dataset, "third")
+    err = capfd.readouterr().err.strip().splitlines()
+    assert sorted(line.split(":")[2].strip() for line in err) == [str(text), str(theirs)], err
+    assert all("dropped" in line and "bedside db --out" not in line for line in err), err
+    assert databases.registered(store.root) == [out.resolve()]
+    assert text.read_text().startswith("root:")

@@ -9,7 +9,11 @@ computed, stamped with each run's ``updated_at``, so a changed run shows none).
 
 A refresh never fails a write: a database another process holds for writing (DuckDB's file lock) or a
 damaged one gets ONE warning line on stderr (once per process) and is refreshed by a later write or
-``bedside db --out FILE``. Readers that opened it read-only do not block a refresh.
+``bedside db --out FILE``. Readers that opened it read-only do not block a refresh. A registered file that is
+not such a database (e.g. a text file) is dropped from the registry with one warning. The registry itself is
+read tolerantly: entries that are not absolute paths are ignored (one warning); one that is not a JSON list,
+or is over 1 MiB, refreshes nothing (one warning) and is left as it is until ``bedside db`` replaces it. A
+refresh or rebuild first sweeps the temporary files beside its database that killed processes left.
 
 Where writes repeat, a refresh (~0.2-0.3 s) is paid once, not per commit: inside ``deferred(store)`` (a bulk
 import) the commits only mark a refresh as due and it runs once when the block ends, also when it ends with
@@ -22,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import sys
 import threading
@@ -41,15 +46,48 @@ INFO = "bedside_info"
 FORMAT = "bedside-db 1"
 
 
+MAX_REGISTRY_BYTES = 1 << 20  # a registry lists a few files; a larger one is not ours to read (it was 70 MB once)
+_TEMP_KINDS = ("tmp", "refresh")  # a rebuild by ``bedside db``, a refresh here
+
+
 def _registry(root: Path) -> Path:
     return root / REGISTRY
 
 
 def registered(root: Path) -> list[Path]:
+    """The registered database files ([] when none, or when the registry cannot be read: warned once)."""
+    return _read(root) or []
+
+
+def _read(root: Path, warn: bool = True) -> list[Path] | None:
+    """The registry's absolute paths; entries of any other kind are ignored, with one warning per process.
+    None (warned once) when it cannot be read as a JSON list: then it is left as it is for its user."""
+    path = _registry(root)
+    replace = "not read, no database refreshed (run `bedside db --out FILE` to replace it)"
+
+    def say(message: str) -> None:  # once per process and registry
+        if warn:
+            _warn_once(path, f"{path}: registry: {message}")
+
     try:
-        return [Path(p) for p in json.loads(_registry(root).read_text(encoding="utf-8"))]
-    except (OSError, ValueError, TypeError):
+        size = path.stat().st_size
+        if size > MAX_REGISTRY_BYTES:
+            say(f"{size} bytes, more than {MAX_REGISTRY_BYTES}; {replace}")
+            return None
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return []
+    except (OSError, ValueError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        say(f"{error.strerror if isinstance(error, OSError) else f'not valid JSON ({_first_line(error)})'}; {replace}")
+        return None
+    if not isinstance(entries, list):
+        say(f"a JSON {type(entries).__name__}, not a list of paths; {replace}")
+        return None
+    paths = [Path(e) for e in entries if isinstance(e, str) and "\0" not in e and os.path.isabs(e)]
+    if len(paths) < len(entries):
+        bad = len(entries) - len(paths)
+        say(f"{bad} entries are not absolute paths, ignored" if bad > 1 else "1 entry is not an absolute path, ignored")
+    return paths
 
 
 def _save(root: Path, paths: list[Path]) -> None:
@@ -60,9 +98,60 @@ def _save(root: Path, paths: list[Path]) -> None:
 
 
 def register(root: Path, database: Path) -> None:
-    """Remember ``database`` (absolute) as a file to refresh after the store's writes."""
+    """Remember ``database`` (absolute) as a file to refresh after the store's writes. A registry that cannot
+    be read is replaced by one that lists ``database`` (said on stderr: the files it listed are forgotten)."""
     with store_lock(root / ".locks" / "databases.lock"):
-        _save(root, [*registered(root), database.resolve()])
+        known = _read(root, warn=False)
+        if known is None:
+            _warn(f"{_registry(root)}: registry: could not be read; replaced with a new one that lists "
+                  f"{database.resolve()} only")
+        _save(root, [*(known or []), database.resolve()])
+
+
+def temporary(database: Path, kind: str) -> Path:
+    """This process's temporary file beside ``database``: ``kind`` "tmp" (a rebuild) or "refresh"."""
+    return database.with_name(f".{database.name}.{os.getpid()}.{kind}")
+
+
+def remove_temporary(tmp: Path) -> None:
+    """Remove a temporary file of this process and its DuckDB ``.wal``, if there (on a read-only file system
+    even removing a missing file fails: nothing to remove then)."""
+    for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+        try:
+            leftover.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def sweep(database: Path) -> None:
+    """Remove the temporary files beside ``database`` (``temporary`` and their DuckDB ``.wal``) of processes
+    that no longer run: a killed ``bedside db`` or refresh leaves them. Only that exact name pattern, and
+    never a live process's (nor this one's)."""
+    pattern = re.compile(re.escape(f".{database.name}.") + r"([0-9]+)\.(?:" + "|".join(_TEMP_KINDS) + r")(?:\.wal)?")
+    try:
+        names = os.listdir(database.parent)
+    except OSError:
+        return
+    for name in names:
+        match = pattern.fullmatch(name)
+        if match is None or not _dead(int(match[1])):
+            continue
+        try:
+            (database.parent / name).unlink()
+        except OSError:  # gone already (another sweep), or not ours to remove: leave it
+            pass
+
+
+def _dead(pid: int) -> bool:
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # PermissionError: alive, another user's
+        return False
+    return False
 
 
 def current_files(store: "Store") -> dict[str, list[str]]:
@@ -157,7 +246,10 @@ def _refresh_now(store: "Store") -> None:
             keep = []
             files = None
             version = store.version()
-            for database in registered(store.root):
+            known = _read(store.root)
+            if known is None:  # cannot be read (warned): left as it is for its user
+                return
+            for database in known:
                 if not database.is_file():
                     continue  # removed by its user: forget it
                 if files is None:
@@ -176,6 +268,15 @@ def _refresh_one(store: "Store", database: Path, files: dict[str, list[str]], ve
     import duckdb
 
     try:
+        with open(database, "rb") as handle:
+            duck = handle.read(12)[8:] == b"DUCK"  # a DuckDB file's magic bytes
+    except OSError as error:
+        _warn_once(database, f"{database}: not refreshed ({error.strerror or error})")
+        return True
+    if not duck:
+        _drop(store, database, "not a DuckDB database")
+        return False
+    try:
         con = duckdb.connect(str(database), read_only=True)
     except duckdb.Error as error:
         _warn_once(database, f"{database}: not refreshed ({_first_line(error)}); run `bedside db --out "
@@ -185,9 +286,11 @@ def _refresh_one(store: "Store", database: Path, files: dict[str, list[str]], ve
         ours = is_ours(con, store.root)
     finally:
         con.close()
-    if not ours:
-        return False  # now another store's, or not a bedside database at all
-    tmp = database.with_name(f".{database.name}.{os.getpid()}.refresh")
+    if not ours:  # now another store's, or not a bedside database at all
+        _drop(store, database, "not a database `bedside db` wrote for this store")
+        return False
+    sweep(database)
+    tmp = temporary(database, "refresh")
     try:
         shutil.copyfile(database, tmp)
         con = duckdb.connect(str(tmp))
@@ -200,9 +303,12 @@ def _refresh_one(store: "Store", database: Path, files: dict[str, list[str]], ve
     except (duckdb.Error, OSError) as error:
         _warn_once(database, f"{database}: not refreshed ({_first_line(error)}); run `bedside db --out {database}`")
     finally:
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
-            leftover.unlink(missing_ok=True)
+        remove_temporary(tmp)
     return True
+
+
+def _drop(store: "Store", database: Path, why: str) -> None:
+    _warn_once(database, f"{database}: {why}; not refreshed, dropped from {_registry(store.root)}")
 
 
 _WARNED: set[str] = set()  # one warning per database and process: a collection commits every few seconds
