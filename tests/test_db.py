@@ -5,6 +5,7 @@ that bad input never half-writes."""
 from __future__ import annotations
 
 import json
+import os
 import math
 import re
 import random
@@ -341,3 +342,87 @@ def test_a_store_read_at_an_old_version_gives_a_snapshot_database(tmp_path: Path
     analysis_sim.write_run(store, sample_dataset, "newer", 0.6, 3, created=2)
     got = _fresh_process(info.path, {"runs": "SELECT run_id FROM run_summary", "v": "SELECT store_version FROM bedside_info"})
     assert got == {"runs": [["old"]], "v": [[version]]}
+
+
+def test_out_through_a_symlink_writes_where_it_points(tmp_path: Path, sample_dataset, capsys) -> None:
+    from toolkit.store.databases import registered
+
+    store = Store.open(tmp_path / "st")
+    analysis_sim.write_run(store, sample_dataset, "r", 0.2, 1)
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "link.duckdb"
+    link.symlink_to(tmp_path / "real" / "r.duckdb")
+    for _ in range(2):  # written, then rebuilt in place: the link stays a link
+        assert main(["db", "--out", str(link), "--store", str(store.root)]) == 0
+        assert link.is_symlink() and (tmp_path / "real" / "r.duckdb").is_file()
+    assert f"wrote {tmp_path / 'real' / 'r.duckdb'}:" in capsys.readouterr().out
+    assert registered(store.root) == [(tmp_path / "real" / "r.duckdb").resolve()]
+    dangling = tmp_path / "dangling.duckdb"
+    dangling.symlink_to(tmp_path / "nowhere" / "d.duckdb")
+    line = _one_line(capsys, ["db", "--out", str(dangling), "--store", str(store.root)])
+    assert line.startswith("bedside: error: ") and "--out: the directory" in line and "does not exist" in line
+    assert dangling.is_symlink() and not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("where", ["build", "rename", "read-only"])
+def test_a_full_disk_or_read_only_directory_is_one_line_and_leaves_no_temporary_file(
+        tmp_path: Path, sample_dataset, capsys, monkeypatch, where: str) -> None:
+    import errno
+
+    import toolkit.database as database
+
+    store = Store.open(tmp_path / "st")
+    analysis_sim.write_run(store, sample_dataset, "r", 0.2, 1)
+    out = tmp_path / "r.duckdb"
+    assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0
+    kept, registry = out.read_bytes(), (store.root / ".databases.json").read_text()
+    if where == "build":  # DuckDB's own words when its file cannot grow
+        real_build = database.build
+
+        def full(con, files, options):
+            real_build(con, files, options)
+            raise duckdb.IOException('Could not write file ".r.duckdb.1.tmp": No space left on device')
+
+        monkeypatch.setattr(database, "build", full)
+    elif where == "rename":
+        def read_only(src, dst):
+            raise OSError(errno.EROFS, "Read-only file system", str(src))
+
+        monkeypatch.setattr(database.os, "replace", read_only)
+    else:  # the whole directory: DuckDB cannot create the file, and even removing a missing file fails
+        real_connect = duckdb.connect
+
+        def no_file(name, **kwargs):
+            if kwargs.get("read_only"):  # reading the existing file works on a read-only file system
+                return real_connect(name, **kwargs)
+            raise duckdb.IOException(f'Cannot open file "{name}": Read-only file system')
+
+        real_unlink = Path.unlink
+
+        def no_unlink(self, missing_ok=False):
+            if self.parent == tmp_path:
+                raise OSError(errno.EROFS, "Read-only file system", str(self))
+            real_unlink(self, missing_ok=missing_ok)
+
+        monkeypatch.setattr(database.duckdb, "connect", no_file)
+        monkeypatch.setattr(Path, "unlink", no_unlink)
+    line = _one_line(capsys, ["db", "--out", str(out), "--store", str(store.root)])
+    reason = "No space left on device" if where == "build" else "Read-only file system"
+    assert line.startswith(f"bedside: error: {out}: --out: could not write the database (") and reason in line, line
+    assert ".tmp" not in line
+    assert out.read_bytes() == kept and (store.root / ".databases.json").read_text() == registry
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.duckdb", "st"]
+
+
+def test_db_sweeps_temporary_files_of_killed_processes(tmp_path: Path, sample_dataset) -> None:
+    store = Store.open(tmp_path / "st")
+    analysis_sim.write_run(store, sample_dataset, "r", 0.2, 1)
+    done = subprocess.Popen(["true"])
+    done.wait()
+    dead, live = done.pid, os.getppid()
+    leftovers = [f".r.duckdb.{dead}.tmp", f".r.duckdb.{dead}.tmp.wal", f".r.duckdb.{dead}.refresh"]
+    kept = [f".r.duckdb.{live}.tmp", f".r.duckdb.{dead}.tmp.old", f".s.duckdb.{dead}.tmp"]
+    for name in leftovers + kept:
+        (tmp_path / name).write_text("left behind\n")
+    assert main(["db", "--out", str(tmp_path / "r.duckdb"), "--store", str(store.root)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept + ["r.duckdb", "st"])

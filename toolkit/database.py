@@ -44,7 +44,10 @@ def write_database(store: Store, path: str | os.PathLike[str],
     with the store so its writes keep the views current (not for a store opened at an old version: that
     file stays a snapshot). StoreError (one line) when the path cannot be
     written or would replace a file that is not such a database, or a part file is damaged."""
-    target = Path(path).absolute()
+    try:  # through a symlink: the file it points at is written (and registered), the link stays
+        target = Path(path).resolve()
+    except (OSError, RuntimeError) as error:  # a symlink loop
+        raise StoreError(f"{Path(path).absolute()}: --out: cannot follow it ({_reason(error)})") from None
     root = store.root.resolve()
     if not store.root.is_dir():
         raise StoreError(f"{store.root}: no store here (give --store DIR or set BEDSIDE_STORE)")
@@ -56,7 +59,8 @@ def write_database(store: Store, path: str | os.PathLike[str],
     damaged = store.damaged()
     if damaged:
         raise StoreError(next(iter(damaged.values())))
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    databases.sweep(target)  # temporary files of killed rebuilds and refreshes
+    tmp = databases.temporary(target, "tmp")
     try:
         version = store.version()
         files = databases.current_files(store)
@@ -77,9 +81,10 @@ def write_database(store: Store, path: str | os.PathLike[str],
         finally:
             con.close()
         os.replace(tmp, target)
+    except (OSError, duckdb.Error) as error:  # a full disk, a read-only directory: FILE stays as it was
+        raise StoreError(f"{target}: --out: could not write the database ({_reason(error)})") from None
     finally:
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
-            leftover.unlink(missing_ok=True)
+        databases.remove_temporary(tmp)
     if store.pinned is None:  # a store read as of an old version stays a snapshot: not refreshed
         databases.register(store.root, target)
         databases.refresh(store)  # commits that landed while this one was built: their files too
@@ -109,6 +114,17 @@ def _check_replaceable(target: Path) -> None:
     if not ours:
         raise StoreError(f"{target}: --out: a DuckDB database that `bedside db` did not write; refusing to "
                          "replace it (give a new file name)")
+
+
+def _reason(error: BaseException) -> str:
+    """The short reason, without the temporary file's name (the user never named it)."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    text = (str(error).splitlines() or [type(error).__name__])[0]
+    for known in ("No space left on device", "Read-only file system", "Disk quota exceeded", "Permission denied"):
+        if known in text:
+            return known
+    return text[:160]
 
 
 def _version() -> str:
