@@ -147,3 +147,48 @@ def test_scores_equal_the_plain_reference_on_the_public_split(public_dataset) ->
     scores = pass_scores(pl.DataFrame(rows, schema_overrides={"judge_pass": pl.Int32}), public_dataset.rubric_items)
     got = dict(scores.select("case_id", "score").iter_rows())
     assert got == expected
+
+
+def _random_rubric_frames(rng: random.Random, points_of) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Decisions (shuffled, several runs, judges and passes) and rubric items of 40 random cases."""
+    from toolkit.dataset import _frames
+
+    cases = [_case(rng.choice(["points_rubric", "f1_weighted_rubric"]), [points_of() for _ in range(rng.randint(1, 9))],
+                   prompt=f"q{k}") for k in range(40)]
+    for case in cases:
+        if case["grading_method"] == "points_rubric":
+            case["rubric_items"][0]["points"] = abs(case["rubric_items"][0]["points"]) or 1
+        else:  # an F1 rubric's points are the protocol's -3..+3
+            for item in case["rubric_items"]:
+                item["points"] = max(-3, min(3, item["points"]))
+    _, items = _frames(tuple(cases))
+    rows = [{"run_id": run, "case_id": c["case_id"], "judge_model": judge, "judge_pass": p, "item_id": it["item_id"],
+             "matched": rng.random() < 0.5}
+            for run in ("r1", "r2") for judge in ("j", "k") for p in (1, 2) for c in cases for it in c["rubric_items"]]
+    rng.shuffle(rows)
+    return pl.DataFrame(rows, schema_overrides={"judge_pass": pl.Int32}), items
+
+
+def test_whole_number_points_sum_in_any_order_to_the_rubric_order_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    import toolkit.scoring as scoring
+
+    rng = random.Random(11)
+    decisions, items = _random_rubric_frames(rng, lambda: rng.choice([-3, -2, -1, 0, 1, 2, 3, 5, 10]))
+    fast = pass_scores(decisions, items)
+    monkeypatch.setattr(scoring, "_whole_numbers", lambda points: False)  # the rubric-order running sums
+    ordered = pass_scores(decisions, items)
+    assert fast.height == 40 * 8
+    assert fast.equals(ordered)  # values (bit for bit, nulls included), columns and row order
+
+
+def test_fractional_points_are_added_in_rubric_order_whatever_the_row_order() -> None:
+    # 0.1 + 0.2 + 0.3 = 0.6000000000000001 in rubric order; 0.3 + 0.2 + 0.1 = 0.6.
+    case = _case("points_rubric", [0.1, 0.2, 0.3, 0.4])
+    from toolkit.dataset import _frames
+
+    _, items = _frames((case,))
+    rows = [{"run_id": "r", "case_id": case["case_id"], "judge_model": "j", "judge_pass": 1, "item_id": it["item_id"],
+             "matched": i < 3} for i, it in reversed(list(enumerate(case["rubric_items"])))]
+    row = pass_scores(pl.DataFrame(rows, schema_overrides={"judge_pass": pl.Int32}), items).row(0, named=True)
+    assert row["matched_signed_points"] == 0.1 + 0.2 + 0.3 == 0.6000000000000001
+    assert row["raw_score"] == (0.1 + 0.2 + 0.3) / (0.1 + 0.2 + 0.3 + 0.4)

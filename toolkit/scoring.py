@@ -49,6 +49,13 @@ def _round_expr(expr: pl.Expr) -> pl.Expr:
     return expr.map_batches(lambda s: round_series(s, digits), return_dtype=pl.Float64)
 
 
+def _whole_numbers(points: pl.Series) -> bool:
+    """Whether every value is a whole number small enough (|x| <= 2**30) that sums of a rubric's items are
+    exact in floating point, whatever their order."""
+    return bool(points.is_empty() or points.is_finite().all() and (points == points.floor()).all()
+                and points.abs().max() <= 2**30)
+
+
 def pass_scores(decisions: pl.DataFrame, rubric_items: pl.DataFrame, extra_key: tuple[str, ...] = ()) -> pl.DataFrame:
     """One row per run x case x judge x pass: score and its components.
 
@@ -66,7 +73,13 @@ def pass_scores(decisions: pl.DataFrame, rubric_items: pl.DataFrame, extra_key: 
         row = unknown.row(0, named=True)
         raise ValueError(f"decisions: item_id {row['item_id']!r} is not in the rubric of case {row['case_id']} "
                          f"(run {row['run_id']}, judge {row['judge_model']} pass {row['judge_pass']})")
-    joined = joined.sort([*key, "item_index"])
+    # The reference adds in rubric order, left to right. When every points value is a whole number (as
+    # in every published rubric; the protocol's weights always are), each partial sum is exact and any
+    # order gives the same bits: the rows are then summed as they come, sorting only the passes (sorting
+    # every decision row was most of the scoring time). Otherwise running sums in rubric order.
+    any_order = _whole_numbers(items["points"])
+    if not any_order:
+        joined = joined.sort([*key, "item_index"])
     m = pl.col("matched")
     pts = pl.col("points")
     klass = pl.col("severity_class")
@@ -74,10 +87,11 @@ def pass_scores(decisions: pl.DataFrame, rubric_items: pl.DataFrame, extra_key: 
     positive = klass >= protocol.POSITIVE_CLASS_MIN
 
     def seq_sum(expr: pl.Expr) -> pl.Expr:
-        # Running sum in rubric order, last value: the reference's left-to-right sum.
-        return expr.cum_sum().last()
+        # The reference's left-to-right sum: the last running sum in rubric order, or any order's sum. (They
+        # differ only for a null weight, on points-rubric rows, where the weights are not used.)
+        return expr.sum() if any_order else expr.cum_sum().last()
 
-    agg = joined.group_by(key, maintain_order=True).agg(
+    agg = joined.group_by(key, maintain_order=not any_order).agg(
         pl.col("benchmark").first(),
         pl.col("grading_method").first(),
         pl.len().alias("n_decided"),
@@ -90,6 +104,8 @@ def pass_scores(decisions: pl.DataFrame, rubric_items: pl.DataFrame, extra_key: 
         ((klass == protocol.SEVERE_OMISSION_CLASS) & ~m).sum().cast(pl.Int32).alias("severe_omissions"),
         ((klass == protocol.SEVERE_COMMISSION_CLASS) & m).sum().cast(pl.Int32).alias("severe_commissions"),
     )
+    if any_order:
+        agg = agg.sort(key)  # the passes in the order the sorted path gives them
     n_items = rubric_items.group_by("case_id").agg(pl.len().alias("_n_items"))
     agg = agg.join(n_items, on="case_id", how="left")
     short = agg.filter(pl.col("n_decided") != pl.col("_n_items"))

@@ -42,6 +42,7 @@ def read_runs(store: Store, run_ids: list[str], texts: bool = True) -> RunData:
     commit landed meanwhile they are read again as of the store version the reading began at, so the
     frames always come from one commit."""
     run_ids = list(dict.fromkeys(run_ids))
+    store.prefetch()
     version = store.version()
     data = _read_tables(store, run_ids, texts)
     if store.pinned is None and version is not None and store.version() != version:

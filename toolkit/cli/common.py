@@ -157,6 +157,7 @@ def open_store(store_dir: str | None) -> Store:
 def selected_runs(store: Store, runs: tuple[str, ...], all_runs: bool) -> list[str]:
     if all_runs and runs:
         raise click.UsageError("give --run or --all, not both")
+    store.prefetch()  # the runs' tables are read next: their logs are loaded at once
     if all_runs:
         ids = store.run_ids()
         if not ids:

@@ -158,6 +158,13 @@ class Store(RunManagement, PendingWrites):
             raise StoreError(f"{self.root}: the store kept changing while {table} was read; try again")
         return data.select(wanted).cast(out_types)
 
+    def prefetch(self, tables: tuple[str, ...] = tuple(TABLES)) -> None:
+        """Read the transaction logs of these tables (default: all) at once, a thread each, so that the reads
+        that follow in this process find them cached: for a command about to read every table. A pinned
+        store reads older versions, which this does not fetch."""
+        if self.pinned is None:
+            delta.prefetch([self._path(t) for t in tables])
+
     def run_ids(self) -> list[str]:
         """Ids of the runs that have a ``runs`` row, in the order they were created."""
         runs = self.read("runs", columns=["run_id", "created_at"])
