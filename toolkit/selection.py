@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import polars as pl
@@ -69,8 +70,21 @@ def _read_tables(store: Store, run_ids: list[str], texts: bool) -> RunData:
                    store.read("cases", keys=shas), store.read("rubric_items", keys=shas))
 
 
+# select_judgments' answers by RunData (weakly: they go with it) and selection. Frames never change in
+# place, and a comparison asks the same question twice (per-case scores, then the runs' facts).
+_SELECTED: "weakref.WeakKeyDictionary[RunData, dict[JudgeSelection, tuple[pl.DataFrame, pl.DataFrame]]]" = \
+    weakref.WeakKeyDictionary()
+
+
 def select_judgments(data: RunData, selection: JudgeSelection) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(judgments, decisions) of the selected judge and passes of every run."""
+    known = _SELECTED.setdefault(data, {})
+    if selection not in known:
+        known[selection] = _select_judgments(data, selection)
+    return known[selection]
+
+
+def _select_judgments(data: RunData, selection: JudgeSelection) -> tuple[pl.DataFrame, pl.DataFrame]:
     judge_of = data.runs.select("run_id", pl.col("judge_model").alias("_judge"))
     if selection.judge is not None:
         judge_of = judge_of.with_columns(_judge=pl.lit(selection.judge))

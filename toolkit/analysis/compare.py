@@ -163,10 +163,10 @@ def compare_matrix(matrix: CaseMatrix, settings: ResampleSettings = ResampleSett
 def _benchmark_frame(matrix: CaseMatrix, boot: UnitResamples, order: np.ndarray) -> pl.DataFrame:
     """unit x benchmark rows (units in ``order``, benchmarks a unit has no case in left out)."""
     counts, means = matrix.benchmark_counts()[order], matrix.benchmark_means()[order]
-    nb, _, samples = boot.benchmark.shape
-    # One percentile call over (units x benchmarks, samples), unit-major like the rows.
-    flat = boot.benchmark[:, order, :].transpose(1, 0, 2).reshape(-1, samples)
-    lo, hi = percentile_interval(flat)
+    nb = boot.benchmark.shape[0]
+    # One percentile call over the (benchmarks, units, samples) resamples as they lie (no copy of them),
+    # then the (benchmarks, units) results made unit-major like the rows.
+    lo, hi = (bound[:, order].T.reshape(-1) for bound in percentile_interval(boot.benchmark))
     units = np.array(matrix.units, dtype=object)[order]
     return pl.DataFrame({
         "unit": np.repeat(units, nb).tolist(), "benchmark": list(matrix.benchmarks) * len(units),
