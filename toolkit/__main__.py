@@ -2,6 +2,6 @@
 
 import sys
 
-from toolkit.cli import main
+from toolkit.cli import entry
 
-sys.exit(main())
+sys.exit(entry())

@@ -132,3 +132,24 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
     return run_safely(cli, args)
+
+
+def entry() -> int:
+    """The process's entry (the ``bedside`` script, ``python -m toolkit``): ``main``, then the exit.
+
+    A short read-only command ends without the interpreter's teardown, which frees every module and
+    object one by one: ~60 ms of a cold ``compare`` (of ~0.8 s). Exit handlers still run and the
+    standard streams are flushed first; if a flush fails (a closed pipe), the normal exit reports it."""
+    args = sys.argv[1:]
+    code = main(args)
+    if args and args[0] in SHORT_READERS:
+        import atexit
+
+        atexit._run_exitfuncs()
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            return code
+        os._exit(code)
+    return code
