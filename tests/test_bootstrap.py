@@ -448,3 +448,35 @@ def test_row_fmeans_equal_statistics_fmean() -> None:
     for rows in groups:
         got = _fmeans(np.array(rows, dtype=np.float64)).tolist()
         assert [x.hex() for x in got] == [statistics.fmean(row).hex() for row in rows]
+
+
+def test_threads_sharing_the_stream_caches_draw_exactly(small_pieces: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import toolkit.mt_draws as bootstrap
+
+    # Summaries run two at a time: cache entries are made outside the lock, pieces of one seed by one
+    # generator. A cache too small for the stream keeps pieces being dropped and made again meanwhile.
+    monkeypatch.setattr(bootstrap, "_CACHE", bootstrap._Cache(200_000))
+    tuples = [(49, 50, 48), (40,), (31, 33), (2, 3), (100, 77, 64, 127), (50, 50, 47, 49), (7, 5, 6), (1,)]
+    expected = {}
+    for sizes in tuples:
+        rng = random.Random(5)
+        expected[sizes] = [expected_draws(rng, (n,), 40) for n in sizes] + [expected_draws(rng, sizes, 40)]
+    problems: list[str] = []
+
+    def draw_all(mine: list[tuple[int, ...]]) -> None:
+        for sizes in mine:
+            stream = MT19937Stream(5)
+            got = [_draw(stream, (n,), 40).tolist() for n in sizes] + [_draw(stream, sizes, 40).tolist()]
+            if got != expected[sizes]:
+                problems.append(str(sizes))
+
+    for _ in range(3):
+        bootstrap._outputs.cache_clear()
+        threads = [threading.Thread(target=draw_all, args=(tuples[i:] + tuples[:i],)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert problems == []

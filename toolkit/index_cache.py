@@ -24,6 +24,7 @@ Where: ``$BEDSIDE_CACHE_DIR`` (empty or ``off`` disables the cache), else
 from __future__ import annotations
 
 import hashlib
+import threading
 import os
 import stat
 import time
@@ -127,7 +128,7 @@ def save(key: str, array: np.ndarray) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         final = folder / f"{key}-{_content_digest(array)}.npy"
-        temp = folder / f".tmp-{os.getpid()}-{time.monotonic_ns()}.npy"
+        temp = folder / f".tmp-{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}.npy"
         with open(temp, "xb") as f:
             np.save(f, np.ascontiguousarray(array), allow_pickle=False)
         os.replace(temp, final)

@@ -30,7 +30,7 @@ _TABLE_BYTES: Final = 4 << 20  # bound on the scan's lookup table (spread x outp
 _SEGMENT_CHUNK: Final = 1 << 20  # outputs a block-jumping pass looks at
 _CACHE_BYTES: Final = 192 << 20  # stream pieces and what is derived; ~125 MB for 10k x 500 cases
 _CACHE_ENTRIES: Final = 4  # index sets of distinct size tuples (5-10 MB each at 10k x 500 cases)
-_LOCK: Final = threading.RLock()  # guards the caches and the generators that fill them
+_LOCK: Final = threading.RLock()  # guards the caches (each seed's generator has a lock of its own)
 
 
 class _Cache:
@@ -43,17 +43,18 @@ class _Cache:
     def get(self, key: tuple, make: Callable[[], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
         with _LOCK:
             item = self._items.get(key)
-            if item is None:
-                item = make()
-                self.put(key, item)
-            else:
+            if item is not None:
                 self._items.move_to_end(key)
-            return item
+                return item
+        # Made outside the lock, so that threads summarising other runs go on meanwhile; two threads may
+        # make the same item (the same arrays: made from the seed alone), the first one stored is kept.
+        return self.put(key, make())
 
-    def put(self, key: tuple, item: tuple[np.ndarray, ...]) -> None:
+    def put(self, key: tuple, item: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        """Store ``item`` unless the key is there already; the stored item."""
         with _LOCK:
             if key in self._items:
-                return
+                return self._items[key]
             for array in item:
                 array.setflags(write=False)  # shared by every caller
             self._items[key] = item
@@ -61,6 +62,7 @@ class _Cache:
             while self._bytes > self._limit and len(self._items) > 1:
                 _, old = self._items.popitem(last=False)
                 self._bytes -= sum(a.nbytes for a in old)
+            return item
 
 
 _CACHE: Final = _Cache(_CACHE_BYTES)
@@ -75,11 +77,16 @@ class _SeedOutputs:
         self.seed = seed
         self._bitgen = np.random.MT19937()
         self._states = [(np.array(internal[:-1], dtype=np.uint32), internal[-1])]
+        self._generating = threading.Lock()  # one generator: one thread at a time moves it
 
     def piece(self, index: int) -> np.ndarray:
         return _CACHE.get(("raw", self.seed, index), lambda: (self._generate(index),))[0]
 
     def _generate(self, index: int) -> np.ndarray:
+        with self._generating:
+            return self._generate_locked(index)
+
+    def _generate_locked(self, index: int) -> np.ndarray:
         for i in range(min(index, len(self._states) - 1), index + 1):
             key, pos = self._states[i]
             self._bitgen.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": pos}}
