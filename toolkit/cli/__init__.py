@@ -147,8 +147,9 @@ def entry() -> int:
 
         atexit._run_exitfuncs()
         try:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            for stream in (sys.stdout, sys.stderr):
+                if stream is not None:  # None: the shell closed it (``>&-``), Python then writes nothing there
+                    stream.flush()
         except (OSError, ValueError):
             return code
         os._exit(code)
