@@ -27,3 +27,80 @@ def test_a_closed_stderr_keeps_a_success_a_success(tmp_path) -> None:
     empty = _bedside_closed(["runs", "--store", str(tmp_path / "none")], "2>&-")
     assert empty.returncode == 0
     assert "the store has no runs" in empty.stdout
+
+
+def test_an_interrupted_summary_of_several_runs_stops_at_once(demo_store, monkeypatch) -> None:
+    """Ctrl-C (or a failing run) while two threads summarise: the caller gets it at once, the runs not begun
+    are not summarised (it waited for every run of the store)."""
+    import threading
+    import time
+
+    import pytest
+
+    import toolkit.summary as summary
+    from toolkit.store import Store
+
+    store = Store.open(demo_store)
+    run_ids = store.run_ids()
+    assert len(run_ids) >= 4
+    data = summary.read_runs(store, run_ids, texts=False)
+    started: list[str] = []
+    release = threading.Event()
+
+    def slow(run, frame, facts, options):
+        started.append(run["run_id"])
+        if run["run_id"] == run_ids[0]:
+            raise KeyboardInterrupt
+        release.wait(1.0)  # the other run under way
+        return {}
+
+    monkeypatch.setattr(summary, "_summary", slow)
+    begin = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        summary.summarize_data(data, run_ids, summary.SummaryOptions())
+    waited = time.monotonic() - begin
+    release.set()
+    assert waited < 0.5, waited
+    assert len(started) < len(run_ids), started
+
+
+_SLOW_SUMMARY = r'''
+import os, sys, time
+import toolkit.summary as summary
+from toolkit.store import Store
+store = Store.open(sys.argv[1])
+ids = store.run_ids()
+data = summary.read_runs(store, ids, texts=False)
+def slow(run, frame, facts, options):
+    if run["run_id"] == ids[0]:
+        print("started", flush=True)
+    time.sleep(3)
+    return {}
+summary._summary = slow
+try:
+    summary.summarize_data(data, ids, summary.SummaryOptions())
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    os._exit(130)
+'''
+
+
+def test_ctrl_c_from_outside_reaches_a_summary_waiting_for_its_threads(demo_store) -> None:
+    """SIGINT sent to the process (as a terminal's Ctrl-C is) may be taken by any of its threads; the main
+    thread, waiting for a run's result, must still see it at once (it saw it when that run was done)."""
+    import signal
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", _SLOW_SUMMARY, str(demo_store)], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout.readline() == "started\n"
+        time.sleep(0.2)
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        assert child.stdout.readline() == "interrupted\n"
+        assert time.monotonic() - sent < 1.5
+        assert child.wait(timeout=10) == 130
+    finally:
+        child.kill()
+        child.wait()

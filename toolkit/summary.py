@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -65,8 +65,21 @@ def summarize_data(data: RunData, run_ids: list[str], options: SummaryOptions) -
         return {run_id: one(run_id) for run_id in unique}
     # Runs are independent, and most of a run's bootstrap is numpy work that leaves the GIL (only the
     # draw scan's loop holds it): two threads, one core each (~0.4 s of 20 runs' first summary).
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(unique, pool.map(one, unique)))
+    pool = ThreadPoolExecutor(max_workers=2)
+    try:
+        futures = [pool.submit(one, run_id) for run_id in unique]
+        out = {}
+        for run_id, future in zip(unique, futures):
+            while not future.done():
+                # A Ctrl-C that another thread of the process took is seen by this one only when it runs: a wait
+                # with no end would hold it until a run is done.
+                wait([future], timeout=0.05)
+            out[run_id] = future.result()
+        return out
+    finally:
+        # Ctrl-C or a failing run reaches the caller at once: the runs not begun are dropped, and the (at most
+        # two) under way are not waited for (``with`` would summarise every run first).
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def resolve_order(order: Order, run: dict) -> Literal["reference", "dataset"]:
