@@ -193,7 +193,15 @@ def percentile_interval(boot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                 continue
             lo[start:stop], hi[start:stop] = np.percentile(block, q, axis=-1, overwrite_input=True)
 
-    helper = threading.Thread(target=blocks, args=(starts[1::2],), daemon=True) if len(starts) > 1 else None
+    failed: list[BaseException] = []
+
+    def helper_blocks(mine: list[int]) -> None:
+        try:
+            blocks(mine)
+        except BaseException as error:  # noqa: BLE001 - raised below: its blocks are not filled
+            failed.append(error)
+
+    helper = threading.Thread(target=helper_blocks, args=(starts[1::2],), daemon=True) if len(starts) > 1 else None
     if helper is not None:
         helper.start()
     try:
@@ -201,6 +209,8 @@ def percentile_interval(boot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     finally:
         if helper is not None:
             helper.join()
+    if failed:
+        raise failed[0]
     for start in with_nan:
         stop = min(start + _PERCENTILE_ROWS, count)
         with warnings.catch_warnings():
