@@ -132,3 +132,18 @@ def test_a_percentile_block_failing_in_the_helper_thread_is_raised_not_left_as_g
         paired.percentile_interval(boot)
     assert seen == []  # nothing escaped the helper
     assert set(threading.enumerate()) <= before  # and the helper has ended
+
+
+def test_the_interval_of_one_row_is_a_pair_of_numbers_as_before() -> None:
+    """One row of resamples (1-D): numpy's percentile gives numbers (np.float64, a float), as it did before the
+    block-wise version; 0-d arrays are not JSON and not a polars value."""
+    import json
+
+    import numpy as np
+
+    from toolkit.analysis.paired import percentile_interval
+
+    boot = np.random.default_rng(0).random(1000)
+    lo, hi = percentile_interval(boot)
+    assert isinstance(lo, float) and isinstance(hi, float)
+    assert json.loads(json.dumps([lo, hi])) == np.percentile(boot, [2.5, 97.5]).tolist()

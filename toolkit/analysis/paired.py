@@ -216,6 +216,8 @@ def percentile_interval(boot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows stay NaN by design
             lo[start:stop], hi[start:stop] = np.nanpercentile(rows[start:stop], q, axis=-1)
+    if not shape:  # one row: numbers, as numpy's percentile gives (0-d arrays are neither JSON nor polars values)
+        return lo[0], hi[0]
     return lo.reshape(shape), hi.reshape(shape)
 
 
