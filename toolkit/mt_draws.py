@@ -368,9 +368,22 @@ def _draw(stream: MT19937Stream, sizes: tuple[int, ...], samples: int, method: s
     raise ValueError(f"unknown draw method {method!r}")
 
 
-@lru_cache(maxsize=_CACHE_ENTRIES)
+_MAKING: Final[dict[tuple, threading.Lock]] = {}  # a lock per index table asked for (a few per process)
+
+
 def cached_indices(sizes: tuple[int, ...], samples: int, seed: int
-                    ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+                   ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """``_indices``, made once when threads ask for the same table at once: summary's two threads start on runs
+    of the same case counts, and the second made a copy of its own (twice the memory, and a core)."""
+    with _LOCK:
+        making = _MAKING.setdefault((sizes, samples, seed), threading.Lock())
+    with making:
+        return _indices(sizes, samples, seed)
+
+
+@lru_cache(maxsize=_CACHE_ENTRIES)
+def _indices(sizes: tuple[int, ...], samples: int, seed: int
+             ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
     """Read-only (samples, n) index arrays: per benchmark, then the stratified pass's blocks.
 
     Both passes are kept as one (2, sum(sizes), samples) table, each array a transposed
@@ -394,6 +407,10 @@ def cached_indices(sizes: tuple[int, ...], samples: int, seed: int
     both.setflags(write=False)  # shared through the cache
     per_benchmark, overall = ([part[lo:hi].T for lo, hi in zip(offsets, offsets[1:])] for part in both)
     return tuple(per_benchmark), tuple(overall)
+
+
+cached_indices.cache_clear = _indices.cache_clear  # type: ignore[attr-defined]
+cached_indices.cache_info = _indices.cache_info  # type: ignore[attr-defined]
 
 
 def check_sizes(sizes: Sequence[int]) -> tuple[int, ...]:
