@@ -219,3 +219,22 @@ def test_harms_cli(tmp_path: Path, capsys) -> None:
                                                           benchmarks=("drug_safety",)))
     assert main(["harms", "--all", "--store", str(only_points.root)]) == 1
     assert "no completed f1_weighted_rubric case" in capsys.readouterr().err
+
+
+def test_item_summary_does_not_depend_on_the_order_of_its_rows() -> None:
+    from toolkit.analysis.items import item_summary, run_overall
+
+    rng = np.random.default_rng(4)
+    runs, items = [f"r{i}" for i in range(9)], [f"i{k}" for k in range(40)]
+    cases = pl.DataFrame({"run_id": np.repeat(runs, 30), "benchmark": np.tile(np.repeat(["a", "b", "c"], 10), 9),
+                          "case_id": np.tile([f"c{k}" for k in range(30)], 9), "score": rng.random(270) / 3})
+    rates = pl.DataFrame({
+        "run_id": np.repeat(runs, len(items)), "item_id": np.tile(items, len(runs)),
+        "case_id": np.tile([f"c{k % 30}" for k in range(len(items))], len(runs)), "benchmark": "a",
+        "grading_method": "points_rubric", "points": 1.0, "severity_class": None, "text": "t",
+        "matched": rng.random(len(runs) * len(items)) / 7})
+    expected = item_summary(rates, run_overall(cases))
+    for seed in range(6):
+        shuffled = item_summary(rates.sample(fraction=1.0, shuffle=True, seed=seed),
+                                run_overall(cases.sample(fraction=1.0, shuffle=True, seed=seed)))
+        assert shuffled.equals(expected)  # bit for bit: sums in one order whatever the row order

@@ -72,8 +72,9 @@ def item_rates(data: RunData, selection: JudgeSelection = JudgeSelection()) -> p
 
 def run_overall(cases: pl.DataFrame) -> pl.DataFrame:
     """run_id, overall: macro mean over benchmarks of a ``per_case`` frame."""
-    return cases.group_by("run_id", "benchmark").agg(pl.col("score").mean()).group_by("run_id").agg(
-        pl.col("score").mean().alias("overall"))
+    # Rows in a fixed order first: a float mean depends on the order it adds in.
+    return cases.sort("run_id", "benchmark", "case_id").group_by("run_id", "benchmark", maintain_order=True).agg(
+        pl.col("score").mean()).group_by("run_id", maintain_order=True).agg(pl.col("score").mean().alias("overall"))
 
 
 def analyse_items(data: RunData, options: ItemOptions = ItemOptions()) -> ItemAnalysis:
@@ -101,8 +102,10 @@ def analyse_items(data: RunData, options: ItemOptions = ItemOptions()) -> ItemAn
 
 def item_summary(rates: pl.DataFrame, overall: pl.DataFrame, wilson: bool = False) -> pl.DataFrame:
     """One row per item: runs, match rate (mean over runs), discrimination; Wilson interval when asked."""
-    joined = rates.join(overall, on="run_id", how="left")
-    out = joined.group_by(ITEM_COLUMNS).agg(
+    # In a fixed row order: the mean and the correlation add in the order of a group's rows, which a hash
+    # join leaves to chance (the last digit of discrimination changed from one command to the next).
+    joined = rates.join(overall, on="run_id", how="left").sort("benchmark", "case_id", "item_id", "run_id")
+    out = joined.group_by(ITEM_COLUMNS, maintain_order=True).agg(
         pl.len().cast(pl.Int64).alias("n_runs"),
         pl.col("matched").mean().alias("match_rate"),
         pl.when(pl.len() >= 3).then(pl.corr("matched", "overall")).alias("discrimination"),
