@@ -104,7 +104,7 @@ def test_py_round_matches_round_on_random_rationals() -> None:
     xs = np.array([rng.randint(0, 5000) / rng.randint(1, 5000) for _ in range(50_000)] + [k / 32 for k in range(200)]
                   # Four-digit values: polars divides by a number through its reciprocal (9600 / 1e4 would
                   # come out 0.9600000000000001); the rounding must divide exactly.
-                  + [k / 10_000 for k in range(10_001)] + [-k / 7 for k in range(1000)] + [1e300, 1.7e308, -0.0])
+                  + [k / 10_000 for k in range(10_001)] + [-k / 7 for k in range(1000)] + [1e300, 1.7e308, -0.0, 1e15 + 0.5, -(2.0**45) - 0.25, 4.6e11 + 0.123456])
     assert py_round(xs, 4).tolist() == [round(float(x), 4) for x in xs]
 
 

@@ -29,10 +29,10 @@ def round_series(values: pl.Series, ndigits: int) -> pl.Series:
     scaled = values * scale
     out = scaled.round(0, mode="half_to_even") / scale  # numpy's rint: ties to even
     # Away from a half-way point the scaled product's own rounding error cannot change the
-    # result; close to one (or where the product overflows), ask Python itself (rare: a handful of
-    # values in a run).
+    # result; close to one, or for values so large that the product is not exact, ask Python
+    # itself (rare: a handful of values in a run).
     near = ((scaled.is_finite() & (((scaled - scaled.floor()).abs() - 0.5).abs() < 1e-6))
-            | (values.is_finite() & scaled.is_infinite())).arg_true()
+            | (values.is_finite() & (values.abs() >= 2.0**38))).arg_true()
     if near.len():
         out = out.scatter(near, [round(v, ndigits) for v in values.gather(near).to_list()])
     return out.fill_nan(None).rename(values.name)
