@@ -101,3 +101,19 @@ def test_collected_rows_are_typed_like_the_reference(tmp_path: Path, store: Stor
         assert json.dumps(row["score_components"]) == json.dumps(components), row["case_id"]
         assert json.dumps(row["score"]) == json.dumps(score)
     assert sum('"matched_signed_points": 0,' in line for line in out.read_text().splitlines()) >= 5
+
+
+def test_export_refuses_an_out_that_is_not_a_regular_file(tmp_path: Path, demo_store: Path, capsys) -> None:
+    import os
+    import stat
+
+    fifo, folder = tmp_path / "pipe.jsonl", tmp_path / "folder.jsonl"
+    os.mkfifo(fifo)
+    folder.mkdir()
+    code = main(["export", "--run", "sim/strong", "--out", str(fifo), "--store", str(demo_store)])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and f"{fifo}: --out: exists and is not a regular file" in err
+    assert main(["export", "--run", "sim/strong", "--out", str(folder), "--store", str(demo_store)]) == 2
+    assert "is a directory" in capsys.readouterr().err  # click's own check of the option
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and folder.is_dir()  # left as they were
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder.jsonl", "pipe.jsonl"]  # nothing written beside

@@ -37,6 +37,11 @@ def export_reference(store: Store, run_id: str, out: str | Path,
     reply of the selected judge pass, an error row for every attempt that failed; plus
     ``<out>.summary.json``. The reference runner reading the file gets the summary we print."""
     out = Path(out)
+    # The file is written beside its name and renamed over it: a device (/dev/null) or a pipe would be
+    # replaced by a plain file, a folder cannot be.
+    if out.exists() and not out.is_file():
+        raise ValueError(f"{out}: --out: exists and is not a regular file (a folder, device or pipe); give a file "
+                         "path")
     data = read_runs(store, [run_id])
     judgments, _ = select_judgments(data, selection)
     run = data.runs.row(0, named=True)
