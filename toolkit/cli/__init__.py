@@ -92,7 +92,8 @@ def cli() -> None:
     """
 
 
-# Commands that read the store, print and end: they keep the memory they free (``_keep_freed_memory``).
+# Commands that end soon after reading the store (they print, or write files they close themselves):
+# they keep the memory they free (``_keep_freed_memory``) and skip the interpreter's teardown (``entry``).
 SHORT_READERS = frozenset({"summary", "compare", "items", "harms", "agreement", "report", "sql", "db", "export",
                            "audit", "runs"})
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
