@@ -15,12 +15,16 @@ def _bedside_closed(args: list[str], closed: str) -> subprocess.CompletedProcess
                           capture_output=True, text=True)
 
 
-def test_a_closed_stdout_keeps_the_exit_status_and_shows_no_traceback(tmp_path) -> None:
+def test_a_closed_stdout_keeps_the_exit_status_and_shows_no_traceback(tmp_path, demo_store) -> None:
     usage = _bedside_closed(["summary", "--no-such-flag"], ">&-")
     assert usage.returncode == 2, usage.stderr
     assert "Traceback" not in usage.stderr and "No such option" in usage.stderr
     empty = _bedside_closed(["runs", "--store", str(tmp_path / "none")], ">&-")
     assert empty.returncode == 0 and "Traceback" not in empty.stderr
+    # Commands that write their output themselves (sql's CSV): it is dropped, not an internal error.
+    for fmt in ("csv", "table"):
+        query = _bedside_closed(["sql", "SELECT 1 AS one", "--format", fmt, "--store", str(demo_store)], ">&-")
+        assert query.returncode == 0 and query.stderr == "", query.stderr
 
 
 def test_a_closed_stderr_keeps_a_success_a_success(tmp_path) -> None:

@@ -124,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     from toolkit.cli.common import run_safely
 
     args = argv if argv is not None else sys.argv[1:]
+    # A stream the shell closed (``>&-``) is None in Python, and a command writing its table or CSV there
+    # stopped with an internal error: what goes there is dropped instead, as the user asked.
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")
     if args and args[0] in SHORT_READERS:
         _keep_freed_memory()
     # numpy's OpenBLAS runs a matrix product on a thread per core; the commands' products are small
