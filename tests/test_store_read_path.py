@@ -69,3 +69,21 @@ def test_a_read_command_loads_no_pyarrow_compute_parquet_or_ssl(two_runs: Store)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"code": 0, "asked": []}, done.stderr
     assert set(json.loads(done.stdout.strip().rsplit("\n", 1)[0])) == {"r0", "r1"}
+
+
+@pytest.mark.parametrize("table", ["decisions", "runs", "cases"])
+def test_a_damaged_transaction_log_is_one_line_naming_it(demo_store: Path, tmp_path: Path, capsys,
+                                                          table: str) -> None:
+    import shutil
+
+    from toolkit.cli import main
+
+    copy = tmp_path / "store"
+    shutil.copytree(demo_store, copy)
+    logs = sorted((copy / table / "_delta_log").glob("*.json"))
+    logs[-1].write_text("garbage{\n")  # the newest commit of the table is unreadable
+    for command in (["compare", "--all"], ["summary", "--all"]):
+        assert main([*command, "--store", str(copy)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "internal error" not in err, err
+        assert f"{copy / table / '_delta_log'}: cannot read the table's log at version" in err

@@ -167,7 +167,15 @@ def actions_at(path: Path, version: int) -> pa.Table:
     if key not in _ACTIONS:
         if len(_ACTIONS) > 256:
             _ACTIONS.clear()
-        _ACTIONS[key] = add_actions(load(path, version=version))
+        try:
+            actions = add_actions(load(path, version=version))
+        except UnicodeEncodeError:  # a path that is not UTF-8: the CLI names it as such
+            raise
+        except Exception as error:  # noqa: BLE001 - delta-rs raises its own types for a log it cannot read
+            first = (str(error).splitlines() or [""])[0][:200]
+            raise StoreError(f"{path / '_delta_log'}: cannot read the table's log at version {version} "
+                             f"({type(error).__name__}: {first})") from error
+        _ACTIONS[key] = actions
     return _ACTIONS[key]
 
 
