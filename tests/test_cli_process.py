@@ -85,3 +85,36 @@ def test_a_short_reader_keeps_its_exit_status_and_its_one_line(tmp_path) -> None
     assert done.stderr.count("\n") == 1 and "the store has no runs" in done.stderr and done.stdout == ""
     usage = _bedside(["summary", "--no-such-flag"])
     assert usage.returncode == 2 and "No such option" in usage.stderr
+
+
+@pytest.mark.parametrize("how", ["KeyboardInterrupt()", "RuntimeError('in __set_name__') from KeyboardInterrupt()"])
+def test_ctrl_c_while_the_command_line_is_imported_is_one_line(how: str) -> None:
+    # As a Ctrl-C at 0.05-0.1 s does: the interrupt lands inside an import (raised from an import hook).
+    prelude = f"""
+import sys
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == "click":
+            raise {how}
+sys.meta_path.insert(0, Interrupt())
+sys.argv = ["bedside", "compare", "--all"]
+from toolkit.console import run
+sys.exit(run())
+"""
+    done = subprocess.run([sys.executable, "-c", prelude], capture_output=True, text=True)
+    assert done.returncode == 130 and done.stderr == "bedside: interrupted\n" and done.stdout == ""
+
+
+def test_another_failure_while_importing_is_not_taken_for_ctrl_c() -> None:
+    prelude = """
+import sys
+class Broken:
+    def find_spec(self, name, path=None, target=None):
+        if name == "click":
+            raise ImportError("no click here")
+sys.meta_path.insert(0, Broken())
+from toolkit.console import run
+run()
+"""
+    done = subprocess.run([sys.executable, "-c", prelude], capture_output=True, text=True)
+    assert done.returncode == 1 and "ImportError: no click here" in done.stderr

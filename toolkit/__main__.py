@@ -2,6 +2,6 @@
 
 import sys
 
-from toolkit.cli import entry
+from toolkit.console import run
 
-sys.exit(entry())
+sys.exit(run())
