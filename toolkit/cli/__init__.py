@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> int:
-    """The process's entry (the ``bedside`` script, ``python -m toolkit``): ``main``, then the exit.
+    """``main`` as the whole process (the ``bedside`` script and ``python -m toolkit``, through
+    ``toolkit.console``), then the exit.
 
     A short read-only command ends without the interpreter's teardown, which frees every module and
     object one by one: ~60 ms of a cold ``compare`` (of ~0.8 s). Exit handlers still run and the
