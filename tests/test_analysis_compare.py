@@ -341,3 +341,24 @@ def test_wilcoxon_p_of_a_row_does_not_depend_on_the_other_rows() -> None:
     batched = stats.wilcoxon(block, axis=1, zero_method="pratt").pvalue
     assert np.abs(batched - alone[[i for i, row in enumerate(rows) if row.size == 25]]).max() > 1e-3
     assert wilcoxon_p(block) == pytest.approx(alone[[i for i, row in enumerate(rows) if row.size == 25]], rel=1e-12)
+
+
+def test_a_run_with_one_case_per_benchmark_is_said_to_thin_the_rank_resamples() -> None:
+    from toolkit.analysis.matrix import from_arrays
+    from toolkit.analysis.paired import ResampleSettings, small_sample_note
+
+    rng = np.random.default_rng(2)
+    sizes = {"a": 30, "b": 30, "c": 30}
+    scores = rng.random((3, 90))
+    present = np.ones((3, 90))
+    present[2] = 0.0
+    present[2, [0, 30, 60]] = 1.0  # a smoke run: one case per benchmark
+    result = compare_matrix(from_arrays(scores, sizes, ["full-1", "full-2", "smoke"], present),
+                            ResampleSettings(2000, 5))
+    used = int(result.ranks["resamples"][0])
+    assert 0 < used < 2000
+    assert any(f"rank intervals rest on {used:,} of 2,000 resamples" in n and "(smoke)" in n for n in result.notes)
+    assert "a benchmark with a single case has no spread to estimate" in small_sample_note(1)[0]
+    assert "single case" not in small_sample_note(5)[0]
+    full = compare_matrix(from_arrays(scores[:2], sizes, ["full-1", "full-2"]), ResampleSettings(2000, 5))
+    assert not any("rank intervals rest on" in n for n in full.notes)

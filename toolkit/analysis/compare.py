@@ -148,6 +148,13 @@ def compare_matrix(matrix: CaseMatrix, settings: ResampleSettings = ResampleSett
     common = np.stack([both[:, s].sum(axis=1) for s in matrix.slices], axis=1) if matrix.slices else both[:, :0]
     sizes = np.concatenate([counts.ravel(), common.ravel()])  # cases per benchmark of each unit and pair
     notes = []
+    short = [units[i] for i in np.flatnonzero(np.isnan(boot.overall).any(axis=1))]
+    if short:
+        used = int((~np.isnan(boot.overall).any(axis=0)).sum())
+        shown = ", ".join(short[:5]) + (", ..." if len(short) > 5 else "")
+        notes.append(f"rank intervals rest on {used:,} of {boot.overall.shape[1]:,} resamples (the resamples column): "
+                     f"a resample that drew none of a {label}'s cases in some benchmark is left out, which happens "
+                     f"for {label}s with few cases there ({shown})")
     if len(units) == 1:
         notes.append(f"a single {label} ({units[0]}): there is no pair to compare")
     lonely = pairs.filter((pl.col("benchmark") == OVERALL) & (pl.col("n_cases") == 0))

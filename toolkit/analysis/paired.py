@@ -225,7 +225,11 @@ def small_sample_note(smallest: int | None) -> list[str]:
     """The note the commands print when some benchmark has fewer than SMALL_STRATUM (common) cases."""
     if smallest is None or smallest >= SMALL_STRATUM:
         return []
-    return [f"bootstrap intervals are optimistic below ~{SMALL_STRATUM} cases per benchmark (smallest here: "
+    note = (f"bootstrap intervals are optimistic below ~{SMALL_STRATUM} cases per benchmark (smallest here: "
             f"{smallest}): percentile intervals under-cover there; paired differences (pairwise rows) use "
-            "Student's t with the benchmarks' degrees of freedom, which holds at that size"]
+            "Student's t with the benchmarks' degrees of freedom, which holds at that size")
+    if smallest < 2:
+        note += ("; a benchmark with a single case has no spread to estimate: its run interval is that one score, "
+                 "and a pair whose differences never vary gets an exact sign test and a point interval")
+    return [note]
 
