@@ -63,7 +63,7 @@ def test_the_demo_leaderboard_does_not_wrap_at_80_columns(tmp_path: Path, monkey
     rows = [line for line in out.splitlines() if line.startswith("│")]
     assert len(rows) == 4 and all(len(line) <= 80 for line in rows)
     assert all(name in out for name in ("overall", "ci95 low", "ci95 high", "cases", "errors"))
-    assert "not shown: answer_model, judge_model (--wide shows every column)" in out
+    assert "not shown: answer_model, judge_model = sim/judge" in out
     wide = at(80, monkeypatch, "demo", "--store", tmp_path / "s", "--progress", "none", "--wide")
     assert "answer model" in wide and "not shown" not in wide
 
@@ -110,3 +110,21 @@ def test_long_item_text_is_cut_with_an_ellipsis() -> None:
     texts = ["x" * 99, "y" * 100, "z" * 101 + " tail"]
     shown = _table_view(pl.DataFrame({"text": texts}))["text"].to_list()
     assert shown == ["x" * 99, "y" * 100, "z" * 99 + "…"]
+
+
+def test_a_column_with_one_value_goes_first_and_is_named_with_it(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    import polars as pl
+
+    from toolkit.cli.common import print_table
+
+    monkeypatch.setenv("COLUMNS", "80")
+    frame = pl.DataFrame({  # agreement's pairs table of one run: the run id says nothing about a row
+        "run_id": ["sim/a-rather-long-run-name"] * 3, "rater_a": ["sim/judge#1", "sim/judge#1", "sim/noisy-judge#1"],
+        "rater_b": ["sim/noisy-judge#1", "sim/noisy-judge#2", "sim/noisy-judge#2"], "items": [232] * 3,
+        "percent_agreement": [0.89, 0.88, 0.93], "cohen_kappa": [0.77, 0.76, 0.85], "cases": [30] * 3})
+    print_table(frame, "pairs")
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("┃"))
+    assert all(name in header for name in ("rater a", "rater b", "percent agreement", "cohen kappa"))
+    assert "run id" not in header and "run_id = sim/a-rather-long-run-name" in out  # its value in the caption
+    assert max(len(line) for line in out.splitlines()) <= 80

@@ -222,10 +222,13 @@ SECONDARY_COLUMNS = (
     "mean_a", "mean_b", "severity_class", "wilcoxon_p", "p_bh", "not_attempted", "n_runs",
 )
 # Left out last, the end of this list first: what a row is about and the numbers a table is printed for.
+# What a row is about (among the essential columns): left out first all the same when every row has one value.
+KEY_COLUMNS = frozenset({"run_id", "run", "run_a", "run_b", "rater_a", "rater_b", "scope", "benchmark"})
 ESSENTIAL_COLUMNS = (
-    "run_id", "run", "run_a", "run_b", "scope", "text", "overall", "mean", "delta", "value", "rank", "ci_low",
-    "ci_high", "ci95_low", "ci95_high", "p_holm", "miss_rate", "match_rate", "f1", "precision", "recall", "p_value",
-    "rank_low", "rank_high", "cases", "errors",
+    "run_id", "run", "run_a", "run_b", "rater_a", "rater_b", "scope", "benchmark", "text", "overall", "mean",
+    "delta", "value", "rank", "ci_low", "ci_high", "ci95_low", "ci95_high", "p_holm", "miss_rate", "match_rate",
+    "f1", "precision", "recall", "percent_agreement", "cohen_kappa", "discrimination", "p_value", "rank_low",
+    "rank_high", "cases", "errors",
 )
 
 
@@ -241,15 +244,21 @@ def print_table(frame: pl.DataFrame, title: str | None, optional: Sequence[str] 
     need = {c: max(max(map(len, header[c].split() or [""])), min(natural[c], FOLD_WIDTH)) for c in columns}
     width = terminal_width()
     shown = list(columns)
+    # A column with one value in every row tells no row from another (the run of a one-run table): unless
+    # it is one of the numbers a table is printed for, it goes first, and the caption gives its value.
+    same = {c: cells[0][i] for i, c in enumerate(columns)
+            if len(cells) > 1 and (c not in ESSENTIAL_COLUMNS or c in KEY_COLUMNS)
+            and all(row[i] == cells[0][i] for row in cells)}
     if not wide:
-        first = [c for c in (*optional, *SECONDARY_COLUMNS) if c in columns]
+        first = [c for c in (*same, *optional, *SECONDARY_COLUMNS) if c in columns]
         rest = [c for c in reversed(columns[1:]) if c not in ESSENTIAL_COLUMNS]
         last = [c for c in reversed(ESSENTIAL_COLUMNS) if c in columns[1:]]
         droppable = list(dict.fromkeys(first + rest + last))
-        while _table_width(need[c] for c in shown) > width and droppable:
+        while _table_width(need[c] for c in shown) > width and droppable and len(shown) > 1:
             shown.remove(droppable.pop(0))
     hidden = [c for c in columns if c not in shown]
-    caption = f"not shown: {', '.join(hidden)} (--wide shows every column)" if hidden else None
+    named = [f"{c} = {same[c]}" if c in same and same[c] else c for c in hidden]
+    caption = f"not shown: {', '.join(named)} (--wide shows every column)" if hidden else None
     table = Table(title=title, caption=caption, show_lines=False)
     for c in shown:
         table.add_column(header[c], overflow="fold", min_width=need[c], no_wrap=natural[c] <= need[c])
