@@ -360,5 +360,6 @@ def test_a_run_with_one_case_per_benchmark_is_said_to_thin_the_rank_resamples() 
     assert any(f"rank intervals rest on {used:,} of 2,000 resamples" in n and "(smoke)" in n for n in result.notes)
     assert "a benchmark with a single case has no spread to estimate" in small_sample_note(1)[0]
     assert "single case" not in small_sample_note(5)[0]
+    assert "pairwise" not in small_sample_note(5, paired=False)[0]  # harms has no paired rows to speak of
     full = compare_matrix(from_arrays(scores[:2], sizes, ["full-1", "full-2"]), ResampleSettings(2000, 5))
     assert not any("rank intervals rest on" in n for n in full.notes)

@@ -221,15 +221,19 @@ def percentile_interval(boot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lo.reshape(shape), hi.reshape(shape)
 
 
-def small_sample_note(smallest: int | None) -> list[str]:
-    """The note the commands print when some benchmark has fewer than SMALL_STRATUM (common) cases."""
+def small_sample_note(smallest: int | None, paired: bool = True) -> list[str]:
+    """The note the commands print when some benchmark has fewer than SMALL_STRATUM (common) cases;
+    ``paired``: the output has paired differences too (what they rest on is said)."""
     if smallest is None or smallest >= SMALL_STRATUM:
         return []
     note = (f"bootstrap intervals are optimistic below ~{SMALL_STRATUM} cases per benchmark (smallest here: "
-            f"{smallest}): percentile intervals under-cover there; paired differences (pairwise rows) use "
-            "Student's t with the benchmarks' degrees of freedom, which holds at that size")
+            f"{smallest}): percentile intervals under-cover there")
+    if paired:
+        note += ("; paired differences (pairwise rows) use Student's t with the benchmarks' degrees of freedom, "
+                 "which holds at that size")
     if smallest < 2:
-        note += ("; a benchmark with a single case has no spread to estimate: its run interval is that one score, "
-                 "and a pair whose differences never vary gets an exact sign test and a point interval")
+        note += "; a benchmark with a single case has no spread to estimate: its interval is that one score"
+        if paired:
+            note += ", and a pair whose differences never vary gets an exact sign test and a point interval"
     return [note]
 

@@ -175,7 +175,7 @@ def harms_cmd(runs: tuple[str, ...], all_runs: bool, section: str | None, judge:
         on="metric", index=["run_id", "scope"], values="cell", aggregate_function="first")
     # A run's cases in one F1 benchmark (the f1 metric counts every completed case).
     smallest = frame.filter((pl.col("scope") != BOTH) & (pl.col("metric") == "f1"))["n_cases"].min()
-    notes = ["value [95% interval], cases resampled within benchmark", HARM_NOTE] + small_sample_note(smallest)
+    notes = ["value [95% interval], cases resampled within benchmark", HARM_NOTE] + small_sample_note(smallest, paired=False)
     emit_sections({"harms": frame}, fmt, section, notes, views={"harms": view})
 
 
