@@ -27,7 +27,6 @@ from toolkit.store import databases
 from toolkit.summary import SummaryOptions
 
 STORAGE_VERSION = "v1.3.0"
-_MAGIC_OFFSET = 8  # a DuckDB database file has b"DUCK" at bytes 8..12
 
 
 @dataclass(frozen=True)
@@ -96,11 +95,10 @@ def _check_replaceable(target: Path) -> None:
     if not target.exists():
         return
     try:
-        with open(target, "rb") as handle:
-            head = handle.read(_MAGIC_OFFSET + 4)
+        duck = databases.is_duckdb_file(target)
     except OSError as error:
         raise StoreError(f"{target}: --out: cannot read it ({error.strerror})") from None
-    if head[_MAGIC_OFFSET:] != b"DUCK":
+    if not duck:
         raise StoreError(f"{target}: --out: exists and is not a DuckDB database; refusing to replace it "
                          "(give a new file name)")
     try:

@@ -108,6 +108,12 @@ def register(root: Path, database: Path) -> None:
         _save(root, [*(known or []), database.resolve()])
 
 
+def is_duckdb_file(path: Path) -> bool:
+    """Whether the file begins as a DuckDB database does (b"DUCK" at bytes 8..12); OSError if unreadable."""
+    with open(path, "rb") as handle:
+        return handle.read(12)[8:] == b"DUCK"
+
+
 def temporary(database: Path, kind: str) -> Path:
     """This process's temporary file beside ``database``: ``kind`` "tmp" (a rebuild) or "refresh"."""
     return database.with_name(f".{database.name}.{os.getpid()}.{kind}")
@@ -268,8 +274,7 @@ def _refresh_one(store: "Store", database: Path, files: dict[str, list[str]], ve
     import duckdb
 
     try:
-        with open(database, "rb") as handle:
-            duck = handle.read(12)[8:] == b"DUCK"  # a DuckDB file's magic bytes
+        duck = is_duckdb_file(database)
     except OSError as error:
         _warn_once(database, f"{database}: not refreshed ({error.strerror or error})")
         return True
