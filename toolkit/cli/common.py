@@ -222,14 +222,14 @@ SECONDARY_COLUMNS = (
     "mean_a", "mean_b", "severity_class", "wilcoxon_p", "p_bh", "not_attempted", "n_runs",
 )
 # Left out last, the end of this list first: what a row is about and the numbers a table is printed for.
-# What a row is about (among the essential columns): left out first all the same when every row has one value.
-KEY_COLUMNS = frozenset({"run_id", "run", "run_a", "run_b", "rater_a", "rater_b", "scope", "benchmark"})
 ESSENTIAL_COLUMNS = (
     "run_id", "run", "run_a", "run_b", "rater_a", "rater_b", "scope", "benchmark", "text", "overall", "mean",
     "delta", "value", "rank", "ci_low", "ci_high", "ci95_low", "ci95_high", "p_holm", "miss_rate", "match_rate",
     "f1", "precision", "recall", "percent_agreement", "cohen_kappa", "discrimination", "p_value", "rank_low",
     "rank_high", "cases", "errors",
 )
+# What a row is about (among the essential columns): left out first all the same when every row has one value.
+KEY_COLUMNS = frozenset({"run_id", "run", "run_a", "run_b", "rater_a", "rater_b", "scope", "benchmark"})
 
 
 def print_table(frame: pl.DataFrame, title: str | None, optional: Sequence[str] = (), wide: bool = False) -> None:
