@@ -60,30 +60,33 @@ def test_only_short_read_commands_ask_for_it(monkeypatch: pytest.MonkeyPatch) ->
     assert cli.SHORT_READERS <= set(cli.COMMANDS)
 
 
-def _bedside(args: list[str], prelude: str = "") -> subprocess.CompletedProcess:
-    """The command as a process, through the same entry as the ``bedside`` script."""
-    code = f"import sys\n{prelude}\nsys.argv = ['bedside', *{args!r}]\nfrom toolkit.cli import entry\nsys.exit(entry())"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+def bedside_process(args: list[str], prelude: str = "", redirect: str = "") -> subprocess.CompletedProcess:
+    """The command as a process, through the ``bedside`` script's own entry; ``prelude`` runs first, and
+    ``redirect`` is applied by the shell (``>&-`` or ``2>&-``: Python then starts with that stream None)."""
+    code = f"import sys\n{prelude}\nsys.argv = ['bedside', *{args!r}]\nfrom toolkit.console import run\nsys.exit(run())"
+    argv = ["sh", "-c", f'exec "$0" -c "$1" {redirect}', sys.executable, code] if redirect else \
+        [sys.executable, "-c", code]
+    return subprocess.run(argv, capture_output=True, text=True)
 
 
 def test_a_short_reader_ends_quickly_with_its_output_whole_and_exit_handlers_run(demo_store) -> None:
     import json
 
     handler = "import atexit; atexit.register(lambda: print('exit handler ran', file=sys.stderr))"
-    done = _bedside(["compare", "--all", "--store", str(demo_store), "--format", "json"], prelude=handler)
+    done = bedside_process(["compare", "--all", "--store", str(demo_store), "--format", "json"], prelude=handler)
     assert done.returncode == 0, done.stderr
     assert len(json.loads(done.stdout)["leaderboard"]) == 4  # every byte of a large output arrived
     assert "exit handler ran" in done.stderr
     # The same as the in-process main gives.
-    listing = _bedside(["runs", "--store", str(demo_store), "--json"])
+    listing = bedside_process(["runs", "--store", str(demo_store), "--json"])
     assert listing.returncode == 0 and len(json.loads(listing.stdout)) == 4
 
 
 def test_a_short_reader_keeps_its_exit_status_and_its_one_line(tmp_path) -> None:
-    done = _bedside(["compare", "--all", "--store", str(tmp_path / "none")])
+    done = bedside_process(["compare", "--all", "--store", str(tmp_path / "none")])
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "the store has no runs" in done.stderr and done.stdout == ""
-    usage = _bedside(["summary", "--no-such-flag"])
+    usage = bedside_process(["summary", "--no-such-flag"])
     assert usage.returncode == 2 and "No such option" in usage.stderr
 
 

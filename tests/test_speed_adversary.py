@@ -6,29 +6,23 @@ from __future__ import annotations
 import subprocess
 import sys
 
-
-def _bedside_closed(args: list[str], closed: str) -> subprocess.CompletedProcess:
-    """The command through the ``bedside`` script's entry, with the shell's ``>&-`` or ``2>&-`` applied (Python
-    then starts with ``sys.stdout`` or ``sys.stderr`` set to None)."""
-    code = f"import sys\nsys.argv = ['bedside', *{args!r}]\nfrom toolkit.cli import entry\nsys.exit(entry())"
-    return subprocess.run(["sh", "-c", f'exec "$0" -c "$1" {closed}', sys.executable, code],
-                          capture_output=True, text=True)
+from tests.test_cli_process import bedside_process
 
 
 def test_a_closed_stdout_keeps_the_exit_status_and_shows_no_traceback(tmp_path, demo_store) -> None:
-    usage = _bedside_closed(["summary", "--no-such-flag"], ">&-")
+    usage = bedside_process(["summary", "--no-such-flag"], redirect=">&-")
     assert usage.returncode == 2, usage.stderr
     assert "Traceback" not in usage.stderr and "No such option" in usage.stderr
-    empty = _bedside_closed(["runs", "--store", str(tmp_path / "none")], ">&-")
+    empty = bedside_process(["runs", "--store", str(tmp_path / "none")], redirect=">&-")
     assert empty.returncode == 0 and "Traceback" not in empty.stderr
     # Commands that write their output themselves (sql's CSV): it is dropped, not an internal error.
     for fmt in ("csv", "table"):
-        query = _bedside_closed(["sql", "SELECT 1 AS one", "--format", fmt, "--store", str(demo_store)], ">&-")
+        query = bedside_process(["sql", "SELECT 1 AS one", "--format", fmt, "--store", str(demo_store)], redirect=">&-")
         assert query.returncode == 0 and query.stderr == "", query.stderr
 
 
 def test_a_closed_stderr_keeps_a_success_a_success(tmp_path) -> None:
-    empty = _bedside_closed(["runs", "--store", str(tmp_path / "none")], "2>&-")
+    empty = bedside_process(["runs", "--store", str(tmp_path / "none")], redirect="2>&-")
     assert empty.returncode == 0
     assert "the store has no runs" in empty.stdout
 
