@@ -50,12 +50,16 @@ def test_freed_blocks_are_reused_instead_of_faulted_in_again() -> None:
 def test_only_short_read_commands_ask_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     monkeypatch.setattr(cli, "_keep_freed_memory", lambda: calls.append("kept"))
+    monkeypatch.setattr(cli, "_quick_exit", lambda code: None)  # the process entry would end this process
     monkeypatch.setattr("toolkit.cli.common.run_safely", lambda group, args: 0)
     for argv, expected in ((["compare", "--all"], ["kept"]), (["summary", "--all"], ["kept"]), (["run", "--help"], []),
                            (["demo"], []), (["--version"], []), ([], [])):
         calls.clear()
-        assert cli.main(argv) == 0
+        monkeypatch.setattr(sys, "argv", ["bedside", *argv])
+        assert cli.entry() == 0
         assert calls == expected, argv
+    calls.clear()
+    assert cli.main(["compare", "--all"]) == 0 and calls == []  # in a process of its own (a test, a notebook): untouched
     assert {"run", "judge", "demo", "sim", "import", "dataset"}.isdisjoint(cli.SHORT_READERS)
     assert cli.SHORT_READERS <= set(cli.COMMANDS)
 

@@ -123,42 +123,45 @@ def _keep_freed_memory() -> None:
 def main(argv: list[str] | None = None) -> int:
     from toolkit.cli.common import run_safely
 
-    args = argv if argv is not None else sys.argv[1:]
-    # A stream the shell closed (``>&-``) is None in Python, and a command writing its table or CSV there
-    # stopped with an internal error: what goes there is dropped instead, as the user asked.
-    if sys.stdout is None:
-        sys.stdout = open(os.devnull, "w", encoding="utf-8")
-    if sys.stderr is None:
-        sys.stderr = open(os.devnull, "w", encoding="utf-8")
-    if args and args[0] in SHORT_READERS:
-        _keep_freed_memory()
     # numpy's OpenBLAS runs a matrix product on a thread per core; the commands' products are small
     # (runs x cases by cases x resamples), and on a busy machine its threads spin against the other
     # processes: compare's ten products took 0.3 s instead of 25 ms at load 20 (same numbers: the
     # threads split the output, not the sums). Before numpy is imported; the user's setting wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-    return run_safely(cli, args)
+    return run_safely(cli, argv if argv is not None else sys.argv[1:])
 
 
 def entry() -> int:
     """``main`` as the whole process (the ``bedside`` script and ``python -m toolkit``, through
-    ``toolkit.console``), then the exit.
-
-    A short read-only command ends without the interpreter's teardown, which frees every module and
-    object one by one: ~60 ms of a cold ``compare`` (of ~0.8 s). Exit handlers still run and the
-    standard streams are flushed first; if a flush fails (a closed pipe), the normal exit reports it."""
+    ``toolkit.console``): what concerns the process as a whole is done here, not in ``main``, which
+    tests and notebooks call inside a process of their own."""
     args = sys.argv[1:]
+    # A stream the shell closed (``>&-``) is None in Python, and a command writing its table or CSV there
+    # stopped with an internal error: what goes there is dropped instead, as the user asked.
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")
+    short = bool(args) and args[0] in SHORT_READERS
+    if short:
+        _keep_freed_memory()
     code = main(args)
-    if args and args[0] in SHORT_READERS:
-        import atexit
-
-        atexit._run_exitfuncs()
-        try:
-            for stream in (sys.stdout, sys.stderr):
-                if stream is not None:  # None: the shell closed it (``>&-``), Python then writes nothing there
-                    stream.flush()
-        except (OSError, ValueError):
-            return code
-        os._exit(code)
+    if short:
+        _quick_exit(code)
     return code
+
+
+def _quick_exit(code: int) -> None:
+    """End the process without the interpreter's teardown, which frees every module and object one by
+    one: ~60 ms of a cold ``compare`` (of ~0.8 s). Exit handlers still run and the standard streams are
+    flushed first; if a flush fails (a closed pipe), this returns and the normal exit reports it."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code)
