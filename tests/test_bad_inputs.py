@@ -362,3 +362,25 @@ def test_an_import_out_of_memory_says_so(tmp_path: Path, filled, monkeypatch, ca
     one_error(capsys, ["import", str(path), "--run-id", "big", "--store", str(store)],
               "out of memory: the file does not fit in this machine's memory")
     assert snapshot(store) == before
+
+
+def test_a_file_mixing_models_is_one_line_and_a_long_list_says_how_many_more(capsys, demo_store: Path,
+                                                                            tmp_path: Path) -> None:
+    for run in ("sim/weak", "sim/medium"):
+        assert main(["export", "--run", run, "--out", str(tmp_path / f"{run[4:]}.jsonl"), "--store", str(demo_store)]) == 0
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text((tmp_path / "weak.jsonl").read_text() + (tmp_path / "medium.jsonl").read_text())
+    capsys.readouterr()
+    store = tmp_path / "store"
+    # Every row of the second model mixes models: one line says so, not one per row.
+    one_error(capsys, ["import", str(mixed), "--store", str(store)], "answer_model: 'sim/medium' but earlier rows have "
+              "'sim/weak'; the file mixes answer models")
+    csv = tmp_path / "table.jsonl"
+    csv.write_text("a,b,c\n" * 300)
+    assert main(["import", str(csv), "--store", str(store)]) == 1
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 101 and lines[0].startswith(f"bedside: error: {csv}:1: column 1: line is not JSON")
+    assert lines[-1] == "bedside: error: ... and 200 more problem(s) not listed"
+    from toolkit.store import Store
+
+    assert Store.open(store).run_ids() == []  # neither file left a run behind

@@ -53,8 +53,11 @@ class RowChecker:
             if key == "protocol_version" and value != protocol.PROTOCOL_VERSION:
                 bad(key, f"{_shown(value)} is not {protocol.PROTOCOL_VERSION!r}")
             elif seen.setdefault(key, value) != value:
-                bad(key, f"{_shown(value)} but earlier rows have {_shown(seen[key])}; "
-                         f"the file mixes {key.replace('_', ' ')}s")
+                said = seen.setdefault(f"{key}, mixed in", set())
+                if value not in said:  # once per other value: its further rows would say nothing new
+                    said.add(value)
+                    bad(key, f"{_shown(value)} but earlier rows have {_shown(seen[key])}; "
+                             f"the file mixes {key.replace('_', ' ')}s")
         benchmark = row.get("benchmark")
         if benchmark is not None and benchmark not in self.benchmarks:
             bad("benchmark", f"unknown benchmark {_shown(benchmark)}")

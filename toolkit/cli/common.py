@@ -80,6 +80,9 @@ def run_safely(group: click.Group, argv: list[str]) -> int:
         lines = [str(p) for p in getattr(error, "problems", [])] or [(str(error).splitlines() or [""])[0]]
         for line in lines:
             click.echo(f"bedside: error: {line}", err=True)
+        unlisted = getattr(error, "total", 0) - len(lines)
+        if unlisted > 0:  # a file of a million bad lines lists its first problems and counts the rest
+            click.echo(f"bedside: error: ... and {unlisted} more problem(s) not listed", err=True)
         return EXIT_FAILED
     except RecursionError:
         click.echo("bedside: error: input nested too deeply", err=True)
