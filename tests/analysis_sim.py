@@ -81,3 +81,61 @@ def write_rows(store: Store, dataset, run_id: str, decisions: pl.DataFrame, *, j
         "judge_pass": row["judge_pass"], "attempt": 1, "answer_attempt": 1, "seq": len(case_ids) + i,
         "raw_reply": "{}", "error": None} for i, row in enumerate(judges.iter_rows(named=True))])
     store.write("decisions", run_id, decisions.to_arrow())
+
+
+# -- case scores shaped like rubric grading, for the calibration simulations ------------------------------
+# Ten benchmarks; a case's latent difficulty t ~ Beta(DIFFICULTY_ALPHA[b], DIFFICULTY_BETA[b]) is shared by
+# every run graded on it (the correlation between models). Benchmarks 0-7 are points rubrics with
+# RUBRIC_ITEMS[b] positive items and one harmful item (coarse scores, point masses at 0 and 1); 8-9 are
+# F1-like (near-continuous, 4 digits, 15% exact zeros).
+SIM_BENCHMARKS = 10
+DIFFICULTY_ALPHA = np.linspace(0.6, 3.0, SIM_BENCHMARKS)
+DIFFICULTY_BETA = np.linspace(2.0, 0.6, SIM_BENCHMARKS)
+RUBRIC_ITEMS = (1, 2, 3, 4, 5, 6, 8, 10)
+HARM_RATE = 0.3  # the harmful item is endorsed with probability HARM_RATE (1 - t)
+F1_ZEROS = 0.15
+
+
+def difficulties(rng: np.random.Generator, replicates: int, cases: int) -> np.ndarray:
+    """(replicates, SIM_BENCHMARKS, cases) case difficulties."""
+    return rng.beta(DIFFICULTY_ALPHA[None, :, None], DIFFICULTY_BETA[None, :, None],
+                    size=(replicates, SIM_BENCHMARKS, cases))
+
+
+def rubric_scores(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
+    """One run's case scores for difficulties t of shape (replicates, SIM_BENCHMARKS, cases)."""
+    out = np.empty_like(t)
+    for b in range(SIM_BENCHMARKS):
+        tb = t[:, b]
+        if b < len(RUBRIC_ITEMS):
+            positive = rng.binomial(RUBRIC_ITEMS[b], tb)
+            negative = rng.binomial(1, HARM_RATE * (1 - tb))  # endorsed more by weak answers
+            out[:, b] = np.clip((positive - negative) / RUBRIC_ITEMS[b], 0.0, 1.0)
+        else:
+            f1 = rng.beta(6 * tb + 0.05, 6 * (1 - tb) + 0.05).round(4)
+            f1[rng.random(f1.shape) < F1_ZEROS] = 0.0
+            out[:, b] = f1
+    return out
+
+
+def expected_scores(skill: float = 1.0) -> np.ndarray:
+    """(SIM_BENCHMARKS,) exact mean case score of ``rubric_scores(rng, skill * t)``.
+
+    Given t the mean is a polynomial in t (degree <= items + 1), so Gauss-Jacobi quadrature against the
+    Beta density is exact; the F1 benchmarks' 4-digit rounding (a bias below 5e-5) is left out."""
+    from math import comb
+
+    from scipy.special import roots_jacobi
+
+    out = np.empty(SIM_BENCHMARKS)
+    for b in range(SIM_BENCHMARKS):
+        x, w = roots_jacobi(40, DIFFICULTY_BETA[b] - 1, DIFFICULTY_ALPHA[b] - 1)
+        t = skill * (1 + x) / 2
+        if b < len(RUBRIC_ITEMS):
+            n, harm = RUBRIC_ITEMS[b], HARM_RATE * (1 - t)
+            given = sum(comb(n, k) * t ** k * (1 - t) ** (n - k)
+                        * ((1 - harm) * min(k / n, 1.0) + harm * max(k - 1, 0) / n) for k in range(n + 1))
+        else:
+            given = (1 - F1_ZEROS) * (6 * t + 0.05) / 6.1
+        out[b] = (w * given).sum() / w.sum()
+    return out

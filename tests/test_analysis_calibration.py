@@ -28,27 +28,10 @@ from toolkit.analysis.paired import ResampleSettings
 from toolkit.analysis.paired_t import paired_t
 from toolkit.analysis.pairs import pairwise
 
-N_BENCH, N_CASES = 10, 25
+from tests.analysis_sim import DIFFICULTY_ALPHA, DIFFICULTY_BETA, SIM_BENCHMARKS, difficulties, rubric_scores
+
+N_BENCH, N_CASES = SIM_BENCHMARKS, 25
 SIZES = {f"bench_{i}": N_CASES for i in range(N_BENCH)}
-ALPHA_B = np.linspace(0.6, 3.0, N_BENCH)
-BETA_B = np.linspace(2.0, 0.6, N_BENCH)
-ITEMS = (1, 2, 3, 4, 5, 6, 8, 10)  # positive items of the points-rubric benchmarks 0-7
-
-
-def _scores(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
-    """One run's scores for difficulties t of shape (pairs, N_BENCH, N_CASES)."""
-    out = np.empty_like(t)
-    for b in range(N_BENCH):
-        tb = t[:, b]
-        if b < len(ITEMS):
-            positive = rng.binomial(ITEMS[b], tb)
-            negative = rng.binomial(1, 0.3 * (1 - tb))  # a harmful item, endorsed more by weak answers
-            out[:, b] = np.clip((positive - negative) / ITEMS[b], 0.0, 1.0)
-        else:
-            f1 = rng.beta(6 * tb + 0.05, 6 * (1 - tb) + 0.05).round(4)
-            f1[rng.random(f1.shape) < 0.15] = 0.0
-            out[:, b] = f1
-    return out
 
 
 def _null_tables(blocks: int, pairs: int, seed: int) -> list[pl.DataFrame]:
@@ -57,8 +40,8 @@ def _null_tables(blocks: int, pairs: int, seed: int) -> list[pl.DataFrame]:
     tables = []
     for block in range(blocks):
         rng = np.random.default_rng(seed + block)
-        t = rng.beta(ALPHA_B[None, :, None], BETA_B[None, :, None], size=(pairs, N_BENCH, N_CASES))
-        both = np.stack([_scores(rng, t), _scores(rng, t)], axis=1).reshape(2 * pairs, N_BENCH * N_CASES)
+        t = difficulties(rng, pairs, N_CASES)
+        both = np.stack([rubric_scores(rng, t), rubric_scores(rng, t)], axis=1).reshape(2 * pairs, N_BENCH * N_CASES)
         tables.append(pairwise(from_arrays(both, SIZES), first, first + 1, per_benchmark=True))
     return tables
 
@@ -107,12 +90,12 @@ def test_intervals_cover_the_true_difference_at_25_cases() -> None:
     """Run B scores Binomial(4, 0.9 t) / 4 on the cases where A scores Binomial(4, t) / 4: the true paired
     difference in benchmark b is 0.1 E[t_b], overall the mean of those."""
     blocks, pairs = 15, 200
-    truth = 0.1 * ALPHA_B / (ALPHA_B + BETA_B)
+    truth = 0.1 * DIFFICULTY_ALPHA / (DIFFICULTY_ALPHA + DIFFICULTY_BETA)
     first = np.arange(0, 2 * pairs, 2)
     hits_bench = hits_overall = 0
     for block in range(blocks):
         rng = np.random.default_rng(600_000 + block)
-        t = rng.beta(ALPHA_B[None, :, None], BETA_B[None, :, None], size=(pairs, N_BENCH, N_CASES))
+        t = difficulties(rng, pairs, N_CASES)
         both = np.stack([rng.binomial(4, t), rng.binomial(4, 0.9 * t)], axis=1) / 4
         table = pairwise(from_arrays(both.reshape(2 * pairs, -1), SIZES), first, first + 1, per_benchmark=True)
         low = table["ci_low"].to_numpy().reshape(N_BENCH + 1, pairs)
