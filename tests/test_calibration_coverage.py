@@ -23,7 +23,7 @@ Measured (seeds fixed; 5,000 replicates per size unless said), cases per benchma
   (a pure 0/1 benchmark at a mean of 0.19: 88%; the F1-like ones: ~91%; and 12% of that 0/1
   benchmark's 10-case runs score 0 on every case, where no spread can be estimated). The same pure 0/1
   benchmark is still at 92.5% with 50 cases: the Wald interval's known oscillating under-coverage of
-  0/1 data). Every other coverage is held to 94-96% at 10, 25 and 50 cases (false positives to 4-6%,
+  0/1 data. Every other coverage is held to 94-96% at 10, 25 and 50 cases (false positives to 4-6%,
   van Elteren's to 3.5-6.5%, Holm's FWER to at most 5% + 3.5 SE); at 3 cases the figures are reported.
 
 Design (tests/analysis_sim.py): 10 benchmarks; each case has a latent difficulty t ~ Beta(a_b, b_b)
