@@ -17,6 +17,7 @@ from toolkit.analysis.matrix import from_arrays
 from toolkit.analysis.paired import ResampleSettings, draw_resamples
 from toolkit.analysis.paired_t import paired_t, sign_test_p
 from toolkit.analysis.pairs import pairwise
+from toolkit.analysis.van_elteren import van_elteren_p
 from toolkit.analysis.wilcoxon import wilcoxon_p
 from toolkit.cli import main
 from toolkit.dataset import load_dataset
@@ -88,7 +89,13 @@ def test_pairwise_table(four_runs: Store, capsys) -> None:
     row = pairs.filter((pl.col("run_a") == "r2") & (pl.col("run_b") == "r1")).row(0, named=True)
     d = np.where(np.abs(a - b) <= 1e-12, 0.0, a - b)
     assert (row["wins"], row["ties"], row["losses"]) == ((d > 0).sum(), (d == 0).sum(), (d < 0).sum())
-    assert row["wilcoxon_p"] == pytest.approx(stats.wilcoxon(d, zero_method="pratt").pvalue)
+    # The overall row's rank test is van Elteren's, stratified by benchmark (never the pooled Wilcoxon).
+    strata = cases.filter(pl.col("run_id") == "r2")["benchmark"].to_numpy()
+    by_benchmark = np.argsort(strata, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, strata[by_benchmark][1:] != strata[by_benchmark][:-1], True])
+    slices = tuple(slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]))
+    assert row["wilcoxon_p"] == pytest.approx(van_elteren_p(d[by_benchmark][None, :], slices)[0], rel=1e-12)
+    assert row["wilcoxon_p"] != pytest.approx(stats.wilcoxon(d, zero_method="pratt").pvalue)
     ranks = pl.DataFrame(result["ranks"])
     assert ranks["run_id"].to_list() == ["r3", "r2", "r1", "r0"]
     assert ((ranks["rank_low"] <= ranks["rank_median"]) & (ranks["rank_median"] <= ranks["rank_high"])).all()

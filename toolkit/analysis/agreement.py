@@ -7,7 +7,8 @@ Krippendorff's alpha (nominal, every item at least two raters decided), see
 ``toolkit.analysis.reliability``; per rater pair the same for the two; the case
 score difference between raters per benchmark and overall with paired t
 intervals and p-values (the comparison engine with raters in place of runs, Holm
-and BH over all runs' rows of one family: the overall rows, the per-benchmark rows); and the cases whose score moves the most between raters.
+and BH over all runs' rows of one family: the overall rows, the per-benchmark
+rows); and the cases whose score moves the most between raters.
 """
 
 from __future__ import annotations
