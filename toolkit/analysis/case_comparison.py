@@ -88,7 +88,7 @@ def compare_matrix(matrix: CaseMatrix, settings: ResampleSettings = ResampleSett
         if baseline not in units:
             raise ValueError(f"baseline {baseline!r} is not one of the compared {label}s ({', '.join(units)})")
         if not mask[units.index(baseline)]:
-            raise ValueError(f"baseline {baseline!r} is not a ranked {label}: it {reasons[units.index(baseline)]}")
+            raise ValueError(f"baseline {baseline!r} is not a ranked {label} ({reasons[units.index(baseline)]})")
     own = _unit_numbers(matrix)
     ranked_rows = np.flatnonzero(mask)
     ranked = matrix.subset(ranked_rows) if ranked_rows.size else matrix
