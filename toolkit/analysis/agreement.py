@@ -98,7 +98,7 @@ def judge_agreement(data: RunData, options: AgreementOptions = AgreementOptions(
         lead(pl.concat(flips).sort(["score_range", "items_disagreeing"], descending=True, maintain_order=True)
              .head(options.top)),
         skipped,
-        notes + small_sample_note(min(smallest, default=None)),
+        notes + small_sample_note(min(smallest, default=None), bootstrap=True),
     )
 
 
