@@ -306,3 +306,24 @@ def test_a_refusal_after_the_endpoint_has_answered_is_an_outage_and_retried() ->
     assert isinstance(fatal, EndpointFatal) and str(fatal) == f"cannot connect to {url}: connection refused"
     outage = asyncio.run(call(True))
     assert isinstance(outage, CallFailed) and outage.error.startswith("APITimeoutError")
+
+
+def test_batch_result_lines_built_to_crash_the_ingest_are_skipped_and_the_rest_stored(tmp_path: Path,
+                                                                                      monkeypatch) -> None:
+    from toolkit.collect.api import evaluate
+    from toolkit.sim import SimConfig, SimServer
+    from toolkit.sim import batch as sim_batch
+
+    hostile = [b"[" * DEEP + b"]" * DEEP, b'{"custom_id": ' + b"7" * 5000 + b"}", b'{"custom_id": [1]}', b"NaN"]
+    add_file = sim_batch.BatchState.add_file
+
+    def with_hostile_lines(self, filename: str, purpose: str, data: bytes):
+        if purpose == "batch_output":
+            data = b"\n".join(hostile) + b"\n" + data
+        return add_file(self, filename, purpose, data)
+
+    monkeypatch.setattr(sim_batch.BatchState, "add_file", with_hostile_lines)
+    with SimServer(SimConfig(seed=3)) as sim:
+        report = evaluate("sim/strong", "sim/judge", store=tmp_path / "s", base_url=sim.base_url, limit=2,
+                          batch=True, progress="none", say=lambda line: None)
+    assert (report.answers_ok, report.judgments_ok, report.answer_errors, report.judge_errors) == (2, 2, 0, 0)
