@@ -205,6 +205,24 @@ def test_an_endless_reply_is_cut_off_at_the_limit_not_read_to_its_end(tmp_path: 
     assert sent["bytes"] < 20_000_000  # the client hung up; a few socket buffers' worth got out meanwhile
 
 
+def test_a_reply_dripped_a_byte_at_a_time_is_abandoned_at_the_timeout_and_asked_again(tmp_path: Path) -> None:
+    async def dripping(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        for index in range(0, len(text := body_with(ANSWER)), 20):  # each piece well within the per-read timeout
+            await response.write(text[index:index + 20])
+            await asyncio.sleep(0.2)
+        return response
+
+    started = time.monotonic()
+    with Hostile(first_then_fine("ans", lambda body: dripping)) as rec:
+        code, _, err = run(rec, tmp_path / "s", "--limit", "1", "--timeout", "1")
+        calls = [b["model"] for b in rec.bodies]
+    assert code == 0, err
+    assert calls == ["ans", "ans", "judge"] and time.monotonic() - started < 6  # the drip lasts ~2.6 s
+    assert Store.open(tmp_path / "s").read("answers")["answer"].to_list() == [ANSWER]
+
+
 def test_a_compressed_reply_is_capped_at_its_decoded_size(tmp_path: Path) -> None:
     bomb = gzip.compress(body_with(" " * 5_000_000))  # ~5 KB on the wire, 5 MB decoded
 

@@ -205,7 +205,7 @@ class ChatClient:
                     response = await self.sdk.post("/chat/completions", body=body, cast_to=httpx2.Response,
                                                    stream=True)
                     self.stats.reached = True
-                    raw = await read_capped(response, self.max_reply_bytes)
+                    raw = await read_capped(response, self.max_reply_bytes, self.retry.timeout_s)
                     fields = reply_fields(load_reply(raw))  # ValueError (retried) when it is no usable reply
                 except openai.APIStatusError as error:
                     self.stats.reached = True

@@ -9,6 +9,7 @@ recurses. A reply that cannot connect at all is told apart from one that timed o
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import ssl
@@ -65,19 +66,21 @@ def cap_hook(limit: int):
     return cap
 
 
-async def read_capped(response: httpx2.Response, limit: int) -> bytes:
-    """The decoded body of a streamed reply, at most ``limit`` bytes (ReplyTooLarge beyond); the
-    response is closed either way. Transport faults while reading become the SDK's own errors, so
-    they are retried and worded as when the SDK read the body."""
+async def read_capped(response: httpx2.Response, limit: int, timeout_s: float) -> bytes:
+    """The decoded body of a streamed reply, at most ``limit`` bytes (ReplyTooLarge beyond), within
+    ``timeout_s`` in all (the transport's timeout is per read: a body dripped a byte at a time would
+    never end); the response is closed either way. Transport faults and the deadline become the SDK's
+    own errors, so they are retried and worded as when the SDK read the body."""
     parts: list[bytes] = []
     size = 0
     try:
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > limit:
-                raise ReplyTooLarge(limit)
-            parts.append(chunk)
-    except httpx2.TimeoutException as error:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise ReplyTooLarge(limit)
+                parts.append(chunk)
+    except (httpx2.TimeoutException, TimeoutError) as error:
         raise openai.APITimeoutError(request=response.request) from error
     except (httpx2.RequestError, ssl.SSLError) as error:
         raise openai.APIConnectionError(request=response.request) from error
