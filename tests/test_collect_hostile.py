@@ -9,6 +9,7 @@ import hashlib
 import json
 import socket
 import time
+import zlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -223,15 +224,41 @@ def test_a_reply_dripped_a_byte_at_a_time_is_abandoned_at_the_timeout_and_asked_
     assert Store.open(tmp_path / "s").read("answers")["answer"].to_list() == [ANSWER]
 
 
-def test_a_compressed_reply_is_capped_at_its_decoded_size(tmp_path: Path) -> None:
-    bomb = gzip.compress(body_with(" " * 5_000_000))  # ~5 KB on the wire, 5 MB decoded
+def raw_deflate(data: bytes) -> bytes:
+    packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    return packer.compress(data) + packer.flush()
+
+
+@pytest.mark.parametrize("codings, encode", [
+    (["gzip"], gzip.compress), (["deflate"], zlib.compress), (["deflate"], raw_deflate),
+    (["gzip", "deflate"], lambda data: zlib.compress(gzip.compress(data)))])
+def test_the_decoded_size_is_counted_exactly_and_stops_at_the_limit(codings: list[str], encode) -> None:
+    from toolkit.collect.wire import Inflation
+
+    data = bytes(range(256)) * 4000 + b" " * 3_000_000  # ~4 MB, partly incompressible
+    wire = encode(data)
+    counted = Inflation(codings, 10 * len(data))
+    assert all(counted.feed(wire[i:i + 16384]) for i in range(0, len(wire), 16384))
+    assert counted.decoded == len(data)
+    capped = Inflation(codings, 100_000)
+    assert not all(capped.feed(wire[i:i + 16384]) for i in range(0, len(wire), 16384))
+    assert capped.decoded <= 100_000 + 2 * 100_001
+
+
+@pytest.mark.parametrize("status, coding", [(200, "gzip"), (500, "gzip"), (200, "gzip, gzip"), (429, "deflate")])
+def test_a_compressed_reply_is_capped_at_its_decoded_size(tmp_path: Path, status: int, coding: str) -> None:
+    bomb = body_with(" " * 5_000_000)  # 5 MB decoded, a few KB on the wire
+    for layer in coding.split(", "):
+        bomb = gzip.compress(bomb) if layer == "gzip" else zlib.compress(bomb)
 
     async def compressed(request: web.Request) -> web.Response:
-        return web.Response(body=bomb, headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
+        return web.Response(body=bomb, status=status,
+                            headers={"Content-Type": "application/json", "Content-Encoding": coding})
 
     with Hostile(lambda body: compressed if body["model"] == "ans" else completion(judge_reply(body))) as rec:
         code, _, err = run(rec, tmp_path / "s", "--limit", "1", "--max-reply-bytes", str(LIMIT))
-    assert code == 3 and "ReplyTooLarge" in err
+        calls = [b["model"] for b in rec.bodies]
+    assert code == 3 and "1 × ReplyTooLarge" in err and calls == ["ans"]  # error bodies too: never decoded whole
     assert len(bomb) < LIMIT
 
 

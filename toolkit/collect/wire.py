@@ -1,10 +1,11 @@
 """What a provider sends back, read defensively: bounded in size, bounded in nesting, never trusted.
 
 A chat reply is read with a byte limit: a ``Content-Length`` over it is refused before the body is
-read, the raw body stops being read at the limit (error bodies included, through a response hook on
-the SDK's HTTP client), and the decoded body of a reply is counted again (a small compressed body
-can inflate). Reply JSON nested deeper than any chat completion is refused before the parser
-recurses. A reply that cannot connect at all is told apart from one that timed out (``refusal``).
+read, and the body stops being read once it holds more than the limit, counted both as sent and as
+decoded (a few KB of gzip can inflate to gigabytes), error bodies included: a response hook on the
+SDK's HTTP client wraps every chat reply's stream. Reply JSON nested deeper than any chat completion
+is refused before the parser recurses. A reply that cannot connect at all is told apart from one
+that timed out (``refusal``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import json
 import socket
 import ssl
+import zlib
 from typing import Any, AsyncIterator
 
 import httpx2
@@ -31,18 +33,65 @@ class ReplyTooLarge(openai.OpenAIError):
         self.limit = limit
 
 
-class CappedStream(httpx2.AsyncByteStream):
-    """A response body that raises ReplyTooLarge (and drops the connection) once past ``limit`` bytes."""
+# zlib window bits of the content codings httpx decodes with zlib (brotli and zstd only when installed:
+# their decoded size is counted by ``read_capped``, for the replies that are kept).
+_WBITS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
 
-    def __init__(self, inner: httpx2.AsyncByteStream, limit: int):
+
+class Inflation:
+    """How many bytes a gzip/deflate body decodes to, counted as it arrives; nothing decoded is kept,
+    and no step decodes more than ``limit + 1`` bytes at once. Layers are undone last-applied first."""
+
+    def __init__(self, codings: list[str], limit: int):
+        self.stages = [zlib.decompressobj(_WBITS[c]) for c in reversed(codings)]
+        self.raw_deflate = [c == "deflate" for c in reversed(codings)]  # httpx retries deflate without a header
+        self.limit = limit
+        self.decoded = 0
+
+    def feed(self, chunk: bytes) -> bool:
+        """False once the decoded size is over the limit."""
+        try:
+            self._push(0, chunk)
+        except zlib.error:  # httpx's own decoder fails on the same bytes: it reports the broken body
+            self.stages = []
+        return self.decoded <= self.limit
+
+    def _push(self, index: int, data: bytes) -> None:
+        if index == len(self.stages) or self.decoded > self.limit:
+            self.decoded += len(data)
+            return
+        while data:
+            stage = self.stages[index]
+            try:
+                out = stage.decompress(data, self.limit + 1)
+            except zlib.error:
+                if not self.raw_deflate[index]:
+                    raise
+                self.raw_deflate[index] = False
+                self.stages[index] = zlib.decompressobj(-zlib.MAX_WBITS)
+                continue
+            self.raw_deflate[index] = False
+            data = stage.unconsumed_tail
+            if out:
+                self._push(index + 1, out)
+            if not out or self.decoded > self.limit:
+                return
+
+
+class CappedStream(httpx2.AsyncByteStream):
+    """A response body that raises ReplyTooLarge (and drops the connection) once past ``limit`` bytes
+    as sent or as decoded (``codings``: the Content-Encoding layers httpx will undo)."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream, limit: int, codings: list[str] | None = None):
         self.inner = inner
         self.limit = limit
+        self.inflation = Inflation(codings, limit) if codings else None
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         size = 0
         async for chunk in self.inner:
             size += len(chunk)
-            if size > self.limit:
+            if size > self.limit or (self.inflation is not None and not self.inflation.feed(chunk)):
                 await self.inner.aclose()
                 raise ReplyTooLarge(self.limit)
             yield chunk
@@ -61,7 +110,8 @@ def cap_hook(limit: int):
         if declared.strip().isdigit() and int(declared) > limit:
             raise ReplyTooLarge(limit)  # httpx closes the response unread
         if isinstance(response.stream, httpx2.AsyncByteStream):
-            response.stream = CappedStream(response.stream, limit)
+            codings = [c.strip().lower() for c in response.headers.get("content-encoding", "").split(",")]
+            response.stream = CappedStream(response.stream, limit, [c for c in codings if c in _WBITS])
 
     return cap
 
