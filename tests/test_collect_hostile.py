@@ -161,7 +161,8 @@ def test_an_oversized_answer_is_a_failed_call_neither_stored_nor_retried(tmp_pat
     assert "1 × ReplyTooLarge: reply over the 100000 bytes limit (--max-reply-bytes 100000)" in err
     answers = Store.open(tmp_path / "s").read("answers")
     assert answers["answer"].to_list() == [None]
-    assert answers["error"][0] == "ReplyTooLarge: reply over the 100000 bytes limit (--max-reply-bytes 100000); not stored"
+    assert answers["error"][0] == ("ReplyTooLarge: reply over the 100000 bytes limit (--max-reply-bytes 100000); "
+                                   "not stored")
     listing = bedside("runs", "--store", tmp_path / "s")
     assert listing[0] == 0 and "ReplyTooLarge" in listing[1]
 

@@ -15,7 +15,8 @@ import click
 from toolkit import protocol
 from toolkit.cli.common import CommandError, dataset_option, emit, store_option, wide_option
 from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES, DEFAULT_JUDGE_REASKS,
-                                      DEFAULT_MAX_REPLY_BYTES, DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY, DEFAULT_TIMEOUT_S, FLOAT_RANGES,
+                                      DEFAULT_MAX_REPLY_BYTES, DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY,
+                                      DEFAULT_TIMEOUT_S, FLOAT_RANGES,
                                       INT_RANGES, PROGRESS_MODES)
 
 if TYPE_CHECKING:

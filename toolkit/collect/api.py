@@ -27,7 +27,8 @@ from toolkit.collect.plan import Plan, cases_from_store, ensure_run, make_plan, 
 from toolkit.collect.progress import ViewFactory, view_factory
 from toolkit.collect.runner import CollectJob, RunReport, collect
 from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES, DEFAULT_JUDGE_REASKS,
-                                      DEFAULT_MAX_REPLY_BYTES, DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY, DEFAULT_TIMEOUT_S, FLOAT_RANGES,
+                                      DEFAULT_MAX_REPLY_BYTES, DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY,
+                                      DEFAULT_TIMEOUT_S, FLOAT_RANGES,
                                       INT_RANGES, PROGRESS_MODES, CollectSettings, Endpoint, ProviderTable,
                                       RetryPolicy, check_env_name, load_providers, resolve_endpoint,
                                       resolve_judge_endpoint)
