@@ -15,7 +15,8 @@ import click
 from toolkit import protocol
 from toolkit.cli.common import CommandError, dataset_option, emit, store_option, wide_option
 from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES, DEFAULT_JUDGE_REASKS,
-                                      DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY, DEFAULT_TIMEOUT_S, FLOAT_RANGES,
+                                      DEFAULT_MAX_REPLY_BYTES, DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY,
+                                      DEFAULT_TIMEOUT_S, FLOAT_RANGES,
                                       INT_RANGES, PROGRESS_MODES)
 
 if TYPE_CHECKING:
@@ -49,6 +50,9 @@ def call_options(func):
         click.option("--retry-base-delay", type=click.FloatRange(*FLOAT_RANGES["retry_base_delay"]),
                      default=DEFAULT_RETRY_BASE_DELAY, show_default=True,
                      help="Back-off before the first retry; doubles per attempt (random jitter, at most 60 s)."),
+        click.option("--max-reply-bytes", type=click.IntRange(*INT_RANGES["max_reply_bytes"]),
+                     default=DEFAULT_MAX_REPLY_BYTES, show_default=True,
+                     help="A bigger reply is a failed call (ReplyTooLarge), neither stored nor kept."),
         click.option("--dry-run", is_flag=True, help="Print the calls, tokens and cost it would take; call nothing."),
         click.option("--batch", is_flag=True, help="Use the provider's Batch API (slower, usually half price)."),
         click.option("--cancel-batch", is_flag=True,
@@ -79,8 +83,9 @@ def call_options(func):
 def run_cmd(answer_model: str, judge_model: str, run_id: str | None, base_url: str | None, api_key_env: str | None,
             reasoning_effort: str | None, smoke: bool, limit: int | None, benchmarks: tuple[str, ...],
             judge_base_url: str | None, judge_api_key_env: str | None, concurrency: int, judge_passes: int | None,
-            max_retries: int, judge_reasks: int, timeout: float, retry_base_delay: float, dry_run: bool, batch: bool,
-            cancel_batch: bool, progress: str, store_dir: str | None, dataset_path: str | None) -> None:
+            max_retries: int, judge_reasks: int, timeout: float, retry_base_delay: float, max_reply_bytes: int,
+            dry_run: bool, batch: bool, cancel_batch: bool, progress: str, store_dir: str | None,
+            dataset_path: str | None) -> None:
     """Answer every selected case with a model and judge the answers; resumes where it stopped.
 
     Exit status: 0 complete, 3 finished with failed cases (run it again to retry them), 130 interrupted.
@@ -92,7 +97,7 @@ def run_cmd(answer_model: str, judge_model: str, run_id: str | None, base_url: s
         api_key_env=api_key_env, judge_base_url=judge_base_url, judge_api_key_env=judge_api_key_env,
         concurrency=concurrency, judge_passes=judge_passes or DEFAULT_JUDGE_PASSES, reasoning_effort=reasoning_effort,
         smoke=smoke, limit=limit, benchmarks=benchmarks, max_retries=max_retries, judge_reasks=judge_reasks,
-        timeout=timeout, retry_base_delay=retry_base_delay, batch=batch)
+        timeout=timeout, retry_base_delay=retry_base_delay, batch=batch, max_reply_bytes=max_reply_bytes)
     _collect_or_estimate(collection, dry_run, cancel_batch, progress)
 
 
@@ -104,8 +109,8 @@ def run_cmd(answer_model: str, judge_model: str, run_id: str | None, base_url: s
 @call_options
 def judge_cmd(run_id: str, judge_model: str, passes: tuple[int, ...], judge_base_url: str | None,
               judge_api_key_env: str | None, concurrency: int, judge_passes: int | None, max_retries: int,
-              judge_reasks: int, timeout: float, retry_base_delay: float, dry_run: bool, batch: bool,
-              cancel_batch: bool, progress: str, store_dir: str | None) -> None:
+              judge_reasks: int, timeout: float, retry_base_delay: float, max_reply_bytes: int, dry_run: bool,
+              batch: bool, cancel_batch: bool, progress: str, store_dir: str | None) -> None:
     """Judge a run's stored answers again or with another judge, without regenerating them.
 
     Passes already judged validly are skipped. Exit status as for ``bedside run``.
@@ -117,7 +122,8 @@ def judge_cmd(run_id: str, judge_model: str, passes: tuple[int, ...], judge_base
     collection = plan_rejudge(
         run_id, judge_model, store=store_dir, passes=passes, judge_passes=judge_passes, judge_base_url=judge_base_url,
         judge_api_key_env=judge_api_key_env, concurrency=concurrency, max_retries=max_retries,
-        judge_reasks=judge_reasks, timeout=timeout, retry_base_delay=retry_base_delay, batch=batch)
+        judge_reasks=judge_reasks, timeout=timeout, retry_base_delay=retry_base_delay, batch=batch,
+        max_reply_bytes=max_reply_bytes)
     _collect_or_estimate(collection, dry_run, cancel_batch, progress)
 
 
@@ -173,6 +179,7 @@ def _collect_or_estimate(collection: Collection, dry_run: bool, cancel_batch: bo
     from toolkit.collect.batch import BatchFailed
     from toolkit.collect.batch_state import PendingBatch
     from toolkit.collect.client import EndpointFatal
+    from toolkit.collect.reach import EndpointUnreachable
 
     if dry_run and cancel_batch:
         raise click.UsageError("give --dry-run or --cancel-batch, not both")
@@ -185,6 +192,8 @@ def _collect_or_estimate(collection: Collection, dry_run: bool, cancel_batch: bo
             report = collection.cancel_batch(say=click.echo)
         else:  # batch messages are printed whatever --progress says
             report = collection.run(progress, say=click.echo)
+    except EndpointUnreachable as error:  # found before anything was called or written
+        raise CommandError([str(error)]) from None
     except (EndpointFatal, BatchFailed) as error:
         raise CommandError([f"{error} (nothing else was called; completed work is stored)"]) from None
     except PendingBatch as error:

@@ -27,7 +27,8 @@ from toolkit.collect.plan import Plan, cases_from_store, ensure_run, make_plan, 
 from toolkit.collect.progress import ViewFactory, view_factory
 from toolkit.collect.runner import CollectJob, RunReport, collect
 from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES, DEFAULT_JUDGE_REASKS,
-                                      DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY, DEFAULT_TIMEOUT_S, FLOAT_RANGES,
+                                      DEFAULT_MAX_REPLY_BYTES, DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY,
+                                      DEFAULT_TIMEOUT_S, FLOAT_RANGES,
                                       INT_RANGES, PROGRESS_MODES, CollectSettings, Endpoint, ProviderTable,
                                       RetryPolicy, check_env_name, load_providers, resolve_endpoint,
                                       resolve_judge_endpoint)
@@ -131,10 +132,10 @@ def plan_evaluation(answer_model: str, judge_model: str = protocol.DEFAULT_JUDGE
                     benchmarks: str | Sequence[str] = (), max_retries: int = protocol.REFERENCE_MAX_ATTEMPTS,
                     judge_reasks: int = DEFAULT_JUDGE_REASKS, timeout: float = DEFAULT_TIMEOUT_S,
                     retry_base_delay: float = DEFAULT_RETRY_BASE_DELAY, batch: bool = False,
-                    providers: ProvidersLike = None) -> Collection:
+                    providers: ProvidersLike = None, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> Collection:
     """The work of evaluating ``answer_model`` (see ``evaluate`` for the parameters), not yet run."""
     _check_ints(concurrency=concurrency, judge_passes=judge_passes, max_retries=max_retries,
-                judge_reasks=judge_reasks, limit=limit)
+                judge_reasks=judge_reasks, limit=limit, max_reply_bytes=max_reply_bytes)
     _check_floats(timeout=timeout, retry_base_delay=retry_base_delay)
     check_env_name(api_key_env, "--api-key-env")
     check_env_name(judge_api_key_env, "--judge-api-key-env")
@@ -148,7 +149,7 @@ def plan_evaluation(answer_model: str, judge_model: str = protocol.DEFAULT_JUDGE
     settings = CollectSettings(
         run_id or answer_model, answer_model, judge_model, answer_endpoint, judge_endpoint, concurrency,
         tuple(range(1, judge_passes + 1)), reasoning_effort, judge_reasks,
-        RetryPolicy(max_retries, retry_base_delay, timeout_s=timeout), batch=batch,
+        RetryPolicy(max_retries, retry_base_delay, timeout_s=timeout), batch=batch, max_reply_bytes=max_reply_bytes,
         selection={"smoke": smoke, "limit": limit, "benchmarks": list(chosen), "cases": len(case_ids)})
     job = CollectJob(settings, tuple(case_to_judge(data.case(c)) for c in case_ids))
 
@@ -170,7 +171,7 @@ def evaluate(answer_model: str, judge_model: str = protocol.DEFAULT_JUDGE_MODEL,
              judge_reasks: int = DEFAULT_JUDGE_REASKS, timeout: float = DEFAULT_TIMEOUT_S,
              retry_base_delay: float = DEFAULT_RETRY_BASE_DELAY, batch: bool = False,
              providers: ProvidersLike = None, progress: Progress = DEFAULT_PROGRESS,
-             say: Say | None = None) -> RunReport:
+             say: Say | None = None, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> RunReport:
     """Answer every selected case with ``answer_model``, judge the answers, store both; resumes.
 
     Calling it again with the same ``run_id`` (default: the answer model's name) skips completed
@@ -185,7 +186,8 @@ def evaluate(answer_model: str, judge_model: str = protocol.DEFAULT_JUDGE_MODEL,
       answer calls only when given.
     - ``concurrency``: most calls in flight (lowered while the provider rate-limits);
       ``max_retries``: attempts per call, the first included; ``judge_reasks``: extra judge calls
-      after an invalid reply; ``timeout`` and ``retry_base_delay`` in seconds.
+      after an invalid reply; ``timeout`` and ``retry_base_delay`` in seconds; ``max_reply_bytes``: a
+      bigger reply is a failed call (ReplyTooLarge), neither stored nor kept.
     - ``batch``: through the provider's Batch API; ``providers``: a provider table or its file.
     - ``progress``: "auto", "rich", "plain", "none" or a view factory; ``say``: batch messages.
 
@@ -197,7 +199,8 @@ def evaluate(answer_model: str, judge_model: str = protocol.DEFAULT_JUDGE_MODEL,
         api_key_env=api_key_env, judge_base_url=judge_base_url, judge_api_key_env=judge_api_key_env,
         concurrency=concurrency, judge_passes=judge_passes, reasoning_effort=reasoning_effort, smoke=smoke,
         limit=limit, benchmarks=benchmarks, max_retries=max_retries, judge_reasks=judge_reasks, timeout=timeout,
-        retry_base_delay=retry_base_delay, batch=batch, providers=providers).run(progress, say)
+        retry_base_delay=retry_base_delay, batch=batch, providers=providers,
+        max_reply_bytes=max_reply_bytes).run(progress, say)
 
 
 def plan_rejudge(run_id: str, judge_model: str, *, store: StoreLike = None, passes: int | Sequence[int] | None = None,
@@ -205,7 +208,8 @@ def plan_rejudge(run_id: str, judge_model: str, *, store: StoreLike = None, pass
                  judge_api_key_env: str | None = None, concurrency: int = DEFAULT_CONCURRENCY,
                  max_retries: int = protocol.REFERENCE_MAX_ATTEMPTS, judge_reasks: int = DEFAULT_JUDGE_REASKS,
                  timeout: float = DEFAULT_TIMEOUT_S, retry_base_delay: float = DEFAULT_RETRY_BASE_DELAY,
-                 batch: bool = False, providers: ProvidersLike = None) -> Collection:
+                 batch: bool = False, providers: ProvidersLike = None,
+                 max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> Collection:
     """The work of judging a run's stored answers (see ``rejudge`` for the parameters), not yet run."""
     chosen = (passes,) if isinstance(passes, int) else tuple(passes or ())
     if chosen and judge_passes:
@@ -213,7 +217,7 @@ def plan_rejudge(run_id: str, judge_model: str, *, store: StoreLike = None, pass
     for number in chosen:
         _check_ints(judge_passes=number)
     _check_ints(concurrency=concurrency, judge_passes=judge_passes, max_retries=max_retries,
-                judge_reasks=judge_reasks)
+                judge_reasks=judge_reasks, max_reply_bytes=max_reply_bytes)
     _check_floats(timeout=timeout, retry_base_delay=retry_base_delay)
     check_env_name(judge_api_key_env, "--judge-api-key-env")
     target = _store(store)
@@ -227,7 +231,7 @@ def plan_rejudge(run_id: str, judge_model: str, *, store: StoreLike = None, pass
         run_id, run["answer_model"] or "", judge_model, None, judge_endpoint, concurrency,
         tuple(sorted(set(chosen))) or tuple(range(1, (judge_passes or DEFAULT_JUDGE_PASSES) + 1)),
         run["answer_reasoning_effort"], judge_reasks, RetryPolicy(max_retries, retry_base_delay, timeout_s=timeout),
-        batch=batch)
+        batch=batch, max_reply_bytes=max_reply_bytes)
     job = CollectJob(settings, tuple(cases_from_store(target, run["dataset_sha256"])), answer=False)
 
     def prepare(store: Store, job: CollectJob) -> None:
@@ -242,7 +246,7 @@ def rejudge(run_id: str, judge_model: str, *, store: StoreLike = None, passes: i
             judge_reasks: int = DEFAULT_JUDGE_REASKS, timeout: float = DEFAULT_TIMEOUT_S,
             retry_base_delay: float = DEFAULT_RETRY_BASE_DELAY, batch: bool = False,
             providers: ProvidersLike = None, progress: Progress = DEFAULT_PROGRESS,
-            say: Say | None = None) -> RunReport:
+            say: Say | None = None, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> RunReport:
     """Judge run ``run_id``'s stored answers with ``judge_model`` (another judge, or the same again).
 
     No answer is regenerated and passes already judged validly are skipped. ``passes``: the pass
@@ -255,7 +259,7 @@ def rejudge(run_id: str, judge_model: str, *, store: StoreLike = None, passes: i
         run_id, judge_model, store=store, passes=passes, judge_passes=judge_passes, judge_base_url=judge_base_url,
         judge_api_key_env=judge_api_key_env, concurrency=concurrency, max_retries=max_retries,
         judge_reasks=judge_reasks, timeout=timeout, retry_base_delay=retry_base_delay, batch=batch,
-        providers=providers).run(progress, say)
+        providers=providers, max_reply_bytes=max_reply_bytes).run(progress, say)
 
 
 def _store(store: StoreLike) -> Store:

@@ -30,6 +30,7 @@ from toolkit.collect.judge import CaseToJudge
 from toolkit.collect.loop import interruptible, run_sync
 from toolkit.collect.plan import make_plan, read_stored_work
 from toolkit.collect.progress import Counts
+from toolkit.collect.reach import refuse_unreachable
 from toolkit.collect.runner import ClientPool, CollectJob, JobClients, RunReport, quarantine_notes
 from toolkit.journal import RunJournal
 from toolkit.store import Store
@@ -214,6 +215,8 @@ def collect_batch(store: Store, job: CollectJob, say: Callable[[str], None], pre
     if s.answer_endpoint is not None and s.answer_endpoint != s.judge_endpoint:
         raise ValueError("--batch needs the answer and judge models on the same endpoint "
                          f"({s.answer_endpoint.base_url} vs {s.judge_endpoint.base_url})")
+    if not cancel:
+        refuse_unreachable(store, [job])  # before the store is touched (a cancel asks only about a batch in flight)
     pool = ClientPool(1)
     with store.lock(s.run_id):
         journal = RunJournal(store, s.run_id)

@@ -19,6 +19,7 @@ from toolkit.collect.judge import CaseToJudge, InvalidJudgeReply, parse_decision
 from toolkit.collect.plan import Plan, StoredAnswer, StoredWork
 from toolkit.collect.progress import Counts
 from toolkit.collect.reply import InvalidResponse, reply_fields
+from toolkit.collect.wire import load_reply
 from toolkit.collect.runner import CollectJob, JobClients
 from toolkit.journal import RunJournal
 
@@ -80,10 +81,11 @@ class BatchLines:
         for text in texts:
             for raw in text.splitlines():
                 try:
-                    line = json.loads(raw) if raw.strip() else None
-                except json.JSONDecodeError:
+                    line = load_reply(raw) if raw.strip() else None
+                except ValueError:  # not JSON, nested too deep, a number too long to convert
                     line = None  # a broken line is asked for again in the next round
-                meta = state["requests"].get(line.get("custom_id")) if isinstance(line, dict) else None
+                custom_id = line.get("custom_id") if isinstance(line, dict) else None
+                meta = state["requests"].get(custom_id) if isinstance(custom_id, str) else None  # ids are text
                 if meta is None or line["custom_id"] in seen:
                     continue
                 seen.add(line["custom_id"])

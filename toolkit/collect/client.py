@@ -4,8 +4,9 @@ The openai SDK does the HTTP (its own retries are off: ``max_retries=0``) so
 that every retry is ours: retryable statuses and transport faults back off
 exponentially with full jitter, a ``Retry-After`` / ``retry-after-ms`` header
 is obeyed as a pause of that call, the permitted concurrency follows ``AdaptiveLimit``
-(toolkit.collect.limit), and wrong keys or unknown models stop the whole run at once instead of failing
-every case.
+(toolkit.collect.limit), and wrong keys, unknown models or an endpoint that refuses every connection
+stop the whole run at once instead of failing every case. Replies are read with a byte limit and
+parsed with bounded nesting (toolkit.collect.wire).
 """
 
 from __future__ import annotations
@@ -13,19 +14,20 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import email.utils
-import json
 import random
 import re
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
+import httpx2
 import openai
 
 from toolkit import protocol
 from toolkit.collect.limit import FAILED, LIMITED, OK, AdaptiveLimit
 from toolkit.collect.reply import InvalidResponse, ReplyFields, clean_text, reply_fields
-from toolkit.collect.settings import Endpoint, RetryPolicy
+from toolkit.collect.settings import DEFAULT_MAX_REPLY_BYTES, Endpoint, RetryPolicy
+from toolkit.collect.wire import cap_hook, load_reply, read_capped, refusal
 
 MAX_RETRY_AFTER_S = 600.0
 # Error codes by which an endpoint says it cannot serve this evaluation at all (every other case would get
@@ -59,6 +61,7 @@ class CallStats:
     retries: int = 0
     rate_limited: int = 0  # 429s seen
     waiting_rate_limit: int = 0  # calls sleeping on a 429 right now
+    reached: bool = False  # an HTTP reply came back: a refused connection from now on is an outage, retried
 
 
 @dataclass(frozen=True)
@@ -138,15 +141,19 @@ def backoff_delay(policy: RetryPolicy, attempt: int, asked: float | None) -> flo
     return random.uniform(0, min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1)))
 
 
-def make_sdk(base_url: str, key: str, retry: RetryPolicy) -> openai.AsyncOpenAI:
-    """The SDK client of an endpoint, with its own retries off (ours are in ChatClient)."""
+def make_sdk(base_url: str, key: str, retry: RetryPolicy,
+             max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> openai.AsyncOpenAI:
+    """The SDK client of an endpoint, with its own retries off (ours are in ChatClient) and chat reply
+    bodies capped at ``max_reply_bytes``."""
     aiohttp_client = getattr(openai, "DefaultAioHttpClient", None)
-    http = None
+    hooks = {"response": [cap_hook(max_reply_bytes)]}
     if aiohttp_client is not None:
         # The SDK's aiohttp transport: at high concurrency its connection pool costs far less CPU per call
         # than the default one (tests/perf/collect_throughput.py). A plain-http endpoint (a local server,
         # the simulator) has no TLS to verify: skipping the CA bundle saves ~50 ms per client.
-        http = aiohttp_client(timeout=retry.timeout_s, verify=not base_url.startswith("http://"))
+        http = aiohttp_client(timeout=retry.timeout_s, verify=not base_url.startswith("http://"), event_hooks=hooks)
+    else:
+        http = openai.DefaultAsyncHttpxClient(timeout=retry.timeout_s, event_hooks=hooks)
     return openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=retry.timeout_s, http_client=http)
 
 
@@ -154,7 +161,7 @@ class ChatClient:
     """Chat completions against one endpoint, sharing one adaptive limit and one set of counters."""
 
     def __init__(self, endpoint: Endpoint, role: str, retry: RetryPolicy, limit: AdaptiveLimit, stats: CallStats,
-                 sdk: openai.AsyncOpenAI | None = None):
+                 sdk: openai.AsyncOpenAI | None = None, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES):
         self.endpoint = endpoint
         self.role = role  # "answer" or "judge": names the flags in fatal messages
         self.retry = retry
@@ -163,7 +170,8 @@ class ChatClient:
         key = endpoint.api_key(role)
         self._secrets = (key,)
         self.no_temperature: set[str] = set()  # models that rejected a temperature once
-        self.sdk = sdk or make_sdk(endpoint.base_url, key, retry)
+        self.max_reply_bytes = max_reply_bytes
+        self.sdk = sdk or make_sdk(endpoint.base_url, key, retry, max_reply_bytes)
 
     async def close(self) -> None:
         await self.sdk.close()
@@ -192,10 +200,15 @@ class ChatClient:
                 try:
                     # ``post`` sends the body exactly as built; ``chat.completions.create`` would re-walk it
                     # against its typed schema and build a pydantic reply, ~0.7 ms of CPU per call for no
-                    # change on the wire. Status errors still come back as the SDK's exceptions.
-                    raw = await self.sdk.post("/chat/completions", body=body, cast_to=bytes)
-                    fields = reply_fields(json.loads(raw))  # ValueError (retried) when it is no usable reply
+                    # change on the wire. Status errors still come back as the SDK's exceptions. The body
+                    # is streamed so that it is read with a limit (ReplyTooLarge: failed, not retried).
+                    response = await self.sdk.post("/chat/completions", body=body, cast_to=httpx2.Response,
+                                                   stream=True)
+                    self.stats.reached = True
+                    raw = await read_capped(response, self.max_reply_bytes, self.retry.timeout_s)
+                    fields = reply_fields(load_reply(raw))  # ValueError (retried) when it is no usable reply
                 except openai.APIStatusError as error:
+                    self.stats.reached = True
                     if "temperature" in body and mentions_temperature(error.status_code,
                                                                       f"{error.message} {error.body}"):
                         # The provider accepts only its default temperature: ask again without one (no retry).
@@ -217,6 +230,7 @@ class ChatClient:
                         await self._back_off(attempt, delay, True)
                         continue
                 except (openai.APIConnectionError, ValueError) as error:  # timeouts, drops, garbled bodies
+                    self.check_refused(error)
                     self.limit.on_result(slot, FAILED)
                     if attempt >= self.retry.max_attempts:
                         self.stats.failed += 1
@@ -253,6 +267,7 @@ class ChatClient:
                     raise CallFailed(self.error_text(error)) from None
                 asked = retry_after(error.response.headers if error.response is not None else None)
             except openai.APIConnectionError as error:
+                self.check_refused(error)
                 if attempt >= self.retry.max_attempts:
                     raise CallFailed(self.error_text(error)) from None
             await self._back_off(attempt, asked, asked is not None)
@@ -267,6 +282,13 @@ class ChatClient:
         finally:
             if rate_limited:
                 self.stats.waiting_rate_limit -= 1
+
+    def check_refused(self, error: BaseException) -> None:
+        """EndpointFatal when a connection was refused (or the host name did not resolve) before the endpoint
+        ever replied: a wrong URL. Once it has replied, a refusal is an outage and is retried."""
+        why = None if self.stats.reached else refusal(error)
+        if why is not None:
+            raise EndpointFatal(f"cannot connect to {self.endpoint.base_url}: {why}")
 
     def check_fatal(self, error: openai.APIStatusError, model: str) -> None:
         """EndpointFatal for 401/403/404 and an exhausted quota, naming the key's variable (never the key)."""

@@ -3,6 +3,9 @@
 Nothing is repaired or guessed: a reply that is not a JSON object with a
 ``decisions`` list holding exactly one boolean ``matched`` per supplied
 ``item_id`` is invalid, and the caller asks again or records a judge error.
+The reply is parsed as strict JSON (toolkit.inputs.parse_json): nesting is
+bounded before the parser recurses, and NaN, Infinity, integers beyond 64 bits
+and lone surrogate escapes make it invalid too, never an exception of another kind.
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit import protocol
+from toolkit.inputs import InputError, parse_json, shorten
+
+_SYNTAX = "not JSON"  # parse_json's prefix of a syntax error (its other refusals name a field)
 
 
 class InvalidJudgeReply(ValueError):
@@ -54,10 +60,14 @@ def parse_decisions(reply: str | None, item_ids: list[str]) -> dict[str, bool]:
         raise InvalidJudgeReply(f"the reply is {type(reply).__name__}, not text")
     if reply is None or not reply.strip():
         raise InvalidJudgeReply("empty reply")
+    if reply.startswith("\ufeff"):
+        raise InvalidJudgeReply(f"{_SYNTAX} (starts with a byte order mark)")
     try:
-        data = json.loads(reply)
-    except json.JSONDecodeError as error:
-        raise InvalidJudgeReply(f"not JSON ({error.msg} at line {error.lineno} column {error.colno})") from None
+        data = parse_json(reply, "judge reply", empty="reply", invalid=_SYNTAX)
+    except InputError as error:
+        if error.message.startswith(f"{_SYNTAX}: "):  # worded as json words a syntax error
+            raise InvalidJudgeReply(f"{_SYNTAX} ({error.message[len(_SYNTAX) + 2:]} at {error.field})") from None
+        raise InvalidJudgeReply(f"{error.field}: {error.message}") from None
     if not isinstance(data, dict):
         raise InvalidJudgeReply(f"expected a JSON object, got {type(data).__name__}")
     decisions = data.get("decisions")
@@ -70,12 +80,12 @@ def parse_decisions(reply: str | None, item_ids: list[str]) -> dict[str, bool]:
             raise InvalidJudgeReply(f"decisions[{index}] has no string item_id")
         item_id = entry["item_id"]
         if item_id not in wanted:
-            raise InvalidJudgeReply(f"decisions[{index}]: unknown item_id {item_id!r}")
+            raise InvalidJudgeReply(f"decisions[{index}]: unknown item_id {shorten(repr(item_id))}")
         if item_id in found:
-            raise InvalidJudgeReply(f"decisions[{index}]: duplicate decision for {item_id!r}")
+            raise InvalidJudgeReply(f"decisions[{index}]: duplicate decision for {shorten(repr(item_id))}")
         matched = entry.get("matched")
         if not isinstance(matched, bool):
-            raise InvalidJudgeReply(f"decisions[{index}]: matched for {item_id!r} is {json.dumps(matched)}, "
+            raise InvalidJudgeReply(f"decisions[{index}]: matched for {item_id!r} is {shorten(json.dumps(matched))}, "
                                     "not a boolean")
         found[item_id] = matched
     missing = [i for i in item_ids if i not in found]

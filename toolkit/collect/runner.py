@@ -24,6 +24,7 @@ from toolkit.collect.batch_state import refuse_pending
 from toolkit.collect.judge import CaseToJudge, InvalidJudgeReply, parse_decisions
 from toolkit.collect.loop import interruptible, quiet_gc, run_sync
 from toolkit.collect.plan import Plan, StoredAnswer, StoredWork, make_plan, read_stored_work
+from toolkit.collect.reach import refuse_unreachable
 from toolkit.collect.progress import Counts, Tracker, View, ViewFactory, view_factory
 from toolkit.collect.settings import CollectSettings, Endpoint
 from toolkit.failures import Cause, causes_line, causes_of
@@ -239,17 +240,20 @@ class ClientPool:
     def __init__(self, concurrency: int):
         self.concurrency = concurrency
         self._limits: dict[tuple[str, tuple[str, ...]], tuple[AdaptiveLimit, CallStats]] = {}
-        self._clients: dict[tuple[str, str, tuple[str, ...]], ChatClient] = {}
-        self._sdks: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._clients: dict[tuple[str, str, tuple[str, ...], int], ChatClient] = {}
+        self._sdks: dict[tuple[str, tuple[str, ...], int], Any] = {}
 
     def client(self, endpoint: Endpoint, role: str, settings: CollectSettings) -> ChatClient:
         where = (endpoint.base_url, endpoint.key_envs)
-        if (role, *where) not in self._clients:
+        # the reply limit is the SDK's (its HTTP client caps the bodies): one SDK per endpoint and limit
+        sdk_key = (*where, settings.max_reply_bytes)
+        if (role, *sdk_key) not in self._clients:
             limit, stats = self._limits.setdefault(where, (AdaptiveLimit(self.concurrency), CallStats()))
-            client = ChatClient(endpoint, role, settings.retry, limit, stats, self._sdks.get(where))
-            self._sdks[where] = client.sdk  # one connection pool per endpoint
-            self._clients[(role, *where)] = client
-        return self._clients[(role, *where)]
+            client = ChatClient(endpoint, role, settings.retry, limit, stats, self._sdks.get(sdk_key),
+                                settings.max_reply_bytes)
+            self._sdks[sdk_key] = client.sdk  # one connection pool per endpoint
+            self._clients[(role, *sdk_key)] = client
+        return self._clients[(role, *sdk_key)]
 
     def for_job(self, settings: CollectSettings, plan: Plan) -> JobClients:
         """Clients of one run, created only where calls are due (so a finished run needs no key)."""
@@ -280,11 +284,13 @@ def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = No
 
     ``prepare(store, job)`` runs under the lock once the journal is recovered and the keys are found
     (the CLI uses it to write the dataset and the runs row, or to refuse a mismatched resume). Raises
-    EndpointFatal on a wrong key or unknown model, after checkpointing what completed, and PendingBatch
-    when a run has a batch in flight (a direct run would pay for its calls again). Runs on a thread of
-    its own when called inside a running event loop (a notebook).
+    EndpointFatal on a wrong key or unknown model, after checkpointing what completed (EndpointUnreachable,
+    before anything is written, when an endpoint with calls due refuses connections or does not resolve),
+    and PendingBatch when a run has a batch in flight (a direct run would pay for its calls again). Runs on
+    a thread of its own when called inside a running event loop (a notebook).
     """
     started = time.monotonic()
+    refuse_unreachable(store, jobs)  # before the store is touched: a wrong URL leaves nothing behind
     concurrency = max(j.settings.concurrency for j in jobs)
     pool = ClientPool(concurrency)
     with ExitStack() as stack:

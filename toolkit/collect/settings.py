@@ -25,6 +25,9 @@ DEFAULT_JUDGE_PASSES = 1
 DEFAULT_JUDGE_REASKS = 2
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_RETRY_BASE_DELAY = 1.0
+# The largest legitimate reply is 32,000 completion tokens (protocol.ANSWER_MAX_COMPLETION_TOKENS): ~130 KB of
+# text, ~400 KB even if every character came \u-escaped; 1 MiB leaves room, a runaway provider is cut off.
+DEFAULT_MAX_REPLY_BYTES = 1 << 20
 PROGRESS_MODES = ("auto", "rich", "plain", "none")  # auto: a bar on a terminal, plain lines otherwise
 DEFAULT_PROGRESS = "auto"
 
@@ -36,6 +39,7 @@ INT_RANGES: dict[str, tuple[int, int | None]] = {
     "max_retries": (1, 100),
     "judge_reasks": (0, 20),
     "limit": (1, None),
+    "max_reply_bytes": (1024, None),
 }
 FLOAT_RANGES: dict[str, tuple[float, float | None]] = {
     "timeout": (0.1, None),
@@ -201,6 +205,7 @@ class CollectSettings:
     # only mark a refresh as due.
     db_refresh_s: float = 30.0
     batch: bool = False  # through the Batch API instead of direct calls
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES  # a bigger reply is a failed call, neither stored nor kept
     selection: dict[str, Any] = field(default_factory=dict)  # smoke / limit / benchmarks, for the runs row
 
     def describe(self) -> dict[str, Any]:
