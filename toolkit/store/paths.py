@@ -88,6 +88,7 @@ MARKER_TEXT = "bedside-store 1\n"
 _OWN = frozenset({"answers", "judgments", "decisions", "runs", "cases", "rubric_items", ".locks", "journal",
                   ".databases.json", MARKER})
 _CHECKED: set[str] = set()  # store folders this process found marked (a marker is never taken away)
+_UNMARKED: set[str] = set()  # stores of earlier versions (a runs table, no marker) this process read
 
 
 def _is_store_folder(root: Path) -> bool:
@@ -120,10 +121,13 @@ def _marked(root: Path) -> bool:
 
 def check_store_folder(root: Path) -> None:
     """For reading: StoreError (one line) when ``root`` is there but is not a store; nothing is written."""
-    if not os.path.lexists(root) or _marked(root):
+    if str(root) in _UNMARKED or not os.path.lexists(root) or _marked(root):
         return
     if not root.is_dir():
         raise StoreError(f"{root}: not a folder, so not a store")
+    if (root / "runs" / "_delta_log").is_dir():  # a store made before markers: stays one (marked when written)
+        _UNMARKED.add(str(root))
+        return
     if not _is_store_folder(root):
         raise StoreError(f"{root}: not a bedside store (it holds other files and no {MARKER}); "
                          "give a store folder, or an empty or new one to create a store")
@@ -134,6 +138,7 @@ def claim_store_folder(root: Path) -> None:
     StoreError (one line) naming any other folder, which is left as it is."""
     if str(root) in _CHECKED:
         return
+    _UNMARKED.discard(str(root))
     check_store_folder(root)
     if _marked(root):
         return
