@@ -157,6 +157,18 @@ def test_a_full_disk_is_one_line_and_runs_rm_frees_it(small_disk: Path, tmp_path
     else:
         pytest.fail("the small disk never filled")
     one_line(bedside("import", files[-1], "--store", st), "no space left on")  # again: no panic either
+    # A disk with not a byte free: even the removal's commit cannot be written, and says so.
+    filler = small_disk / "filler"
+    with open(filler, "wb", buffering=0) as handle:
+        try:
+            while True:
+                handle.write(b"\0" * 4096)
+        except OSError:
+            pass
+    before = checksum(st)
+    one_line(bedside("runs", "rm", imported[0], "--yes", "--store", st), "no space left on", "not even")
+    assert checksum(st) == before
+    filler.unlink()
     free = os.statvfs(small_disk).f_bavail
     done = bedside("runs", "rm", imported[0], "--yes", "--store", st)
     assert done.returncode == 0 and "panicked" not in done.stderr, done.stderr

@@ -30,8 +30,12 @@ def is_no_space(error: BaseException) -> bool:
     return any(t in text for t in _NO_SPACE_TEXTS)
 
 
+class NoSpace(StoreError):
+    """A write refused or failed for want of disk space."""
+
+
 def no_space(where: Path) -> StoreError:
-    return StoreError(f"no space left on {where} (free some space; `bedside runs rm` frees a run's files)")
+    return NoSpace(f"no space left on {where} (free some space; `bedside runs rm` frees a run's files)")
 
 
 @contextmanager

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from toolkit.store import databases, delta, live as writes
 from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
+from toolkit.store.disk import NoSpace
 from toolkit.store.locks import store_lock
 from toolkit.store.paths import StoreError, new_run_id, now_iso, part_of as _part
 from toolkit.tables import TABLES
@@ -32,7 +33,11 @@ class RunManagement:
         with self._hold(run_id):
             if self._row(run_id) is None:
                 raise StoreError(f"{self.root}: no run {run_id!r} (runs: {', '.join(self.run_ids()) or 'none'})")
-            delta.delete(self._path("runs"), f"{PART} = '{_part(run_id)}'")
+            try:
+                delta.delete(self._path("runs"), f"{PART} = '{_part(run_id)}'")
+            except NoSpace:
+                raise NoSpace(f"no space left on {self.root}: not even for the small commit that removes run "
+                              f"{run_id!r}; free some space outside the store first") from None
             try:
                 self._sweep(run_id, set())
             except StoreError:  # a disk too full for the sweep's log entries: the run is gone all the same
