@@ -32,7 +32,7 @@ from toolkit.store.paths import (StoreError, check_store_folder, claim_store_fol
                                  normal_run_id, now_iso, part_of as _part, safe_segment)
 from toolkit.tables import DATASET_TABLES, RUN_TABLES, TABLES, to_arrow
 
-_SNAPSHOT_TRIES = 8
+_SNAPSHOT_TRIES = writes.TRIES
 _RUNS: dict[tuple, pa.Table] = {}  # (runs table, version) -> its rows: a committed version never changes
 
 
@@ -54,7 +54,7 @@ class _Snapshot:
 
 
 @dataclass(frozen=True)
-class Store(RunManagement, PendingWrites):
+class Store(RunManagement, PendingWrites, writes.DamageChecks):
     root: Path
     pinned: int | None = field(default=None)  # read the store as of this runs-table version
 
@@ -226,50 +226,6 @@ class Store(RunManagement, PendingWrites):
                          self._snapshot().as_of if self.pinned is not None else None)
         return all(self._data_files(snap, t, [sha256]) for t in DATASET_TABLES)
 
-    def damaged(self, run_ids: list[str] | None = None) -> dict[str, str]:
-        """Runs whose visible files are missing or not the size their commit recorded (truncated, say), or
-        whose live writes' rows a table does not hold (its log damaged): run id -> one line naming the file
-        or table. Cheap (no file is read, but those whose add actions lack statistics)."""
-        for _ in range(_SNAPSHOT_TRIES):
-            snap = self._snapshot()
-            out = self._damaged(snap, run_ids)
-            # Rows a concurrent replace swept after this snapshot was taken are not lost: look again.
-            if not out or self._latest_version() == snap.version:
-                return out
-        return out
-
-    def _lost(self, snap: _Snapshot, tables: tuple[str, ...], run_ids: list[str] | None) -> dict[str, str]:
-        """Run id -> the line naming a table that lacks rows of one of its live writes (``writes.lost``)."""
-        loaded = {}
-        for table in tables:
-            path = self._path(table)
-            if snap.as_of is not None:
-                found = delta.load(path, as_of=snap.as_of)
-            else:
-                latest = delta.latest_version(path)
-                found = None if latest is None else delta.actions_at(path, latest)
-            loaded[table] = (found, path)
-        by_part = dict(zip(snap.runs.column(PART).to_pylist(), snap.runs.column("run_id").to_pylist()))
-        parts = None if run_ids is None else {_part(r) for r in run_ids}
-        return writes.lost(loaded, by_part, snap.live_writes(), parts)
-
-    def _damaged(self, snap: _Snapshot, run_ids: list[str] | None) -> dict[str, str]:
-        by_part = dict(zip(snap.runs.column(PART).to_pylist(), snap.runs.column("run_id").to_pylist()))
-        run_ids = None if run_ids is None else [self._canon(r, snap) for r in run_ids]
-        wanted = None if run_ids is None else {_part(r) for r in run_ids}
-        out: dict[str, str] = {}
-        for table in DATA_TABLES:
-            for path, part, size in self._data_files(snap, table, None):
-                if (wanted is not None and part not in wanted) or by_part.get(part) in out:
-                    continue
-                actual = path.stat().st_size if path.exists() else None
-                if actual != size:
-                    what = "missing" if actual is None else f"{actual} bytes, its commit recorded {size}"
-                    out[by_part[part]] = f"{path}: damaged part file ({what})"
-        for run_id, problem in self._lost(snap, DATA_TABLES, run_ids).items():
-            out.setdefault(run_id, problem)
-        return out
-
     # -- writing -------------------------------------------------------------
 
     def _writable(self) -> None:
@@ -288,6 +244,7 @@ class Store(RunManagement, PendingWrites):
 
     def _hold(self, run_id: str):
         """The run's lock for one of the store's own writes: joins the lock when this process holds it."""
+        run_id = self._canon(run_id)
         return run_lock(self.root / ".locks" / f"{safe_segment(run_id)}.lock", f"run {run_id!r}", join=True)
 
     def deferred_refresh(self, every_s: float | None = None):
@@ -297,7 +254,7 @@ class Store(RunManagement, PendingWrites):
 
     def journal_dir(self, run_id: str) -> Path:
         """Where the write-ahead journal of a run being collected lives (created by the journal)."""
-        return self.root / "journal" / safe_segment(run_id)
+        return self.root / "journal" / safe_segment(self._canon(run_id))
 
     def write_dataset(self, dataset) -> None:  # dataset: toolkit.dataset.Dataset (untyped: no upward import)
         """Store a dataset's cases and rubric items once per digest (idempotent across processes)."""
