@@ -83,7 +83,7 @@ def test_replay_of_a_write_id_never_duplicates(store: Store) -> None:
     for _ in range(3):
         store.commit_run("r", {"answers": [_answer("r", "c0", 0), _answer("r", "c1", 1)]}, write_id="tag1")
     assert store.read("answers").height == 2
-    assert json.loads(store.run("r")["write_ids"]) == ["tag1"]
+    assert list(json.loads(store.run("r")["write_ids"])) == ["tag1"]
 
 
 def test_one_runs_row_per_run_and_steps_are_kept(store: Store) -> None:

@@ -75,7 +75,7 @@ def import_reference(store: Store, path: str | Path, dataset: Dataset, run_id: s
     """Load a reference result file into the store as one run; all-or-nothing (ImportError_ naming the
     file and field, StoreError, ...: no runs commit, nothing visible)."""
     path = Path(path)
-    result = _Importer(store, dataset, replace, chunk_bytes).run([(path, run_id or path.stem)])[0]
+    result = _Importer(store, dataset, replace, chunk_bytes).run([(path, run_id)])[0]
     if isinstance(result, BaseException):
         raise result
     return result
@@ -88,14 +88,15 @@ def import_many(store: Store, paths: list[str | Path], dataset: Dataset, replace
     if run_id is not None and len(paths) > 1:
         raise ValueError(f"--run-id: names one run but {len(paths)} files were given (drop it: each run is named "
                          "after its file)")
-    jobs = [(Path(p), run_id or Path(p).stem) for p in paths]
+    jobs = [(Path(p), run_id) for p in paths]
     out: list[ImportReport | ImportFailure] = []
     with store.deferred_refresh():  # registered `bedside db` files: one refresh at the end, not one per file
         results = _Importer(store, dataset, replace, chunk_bytes).run(jobs)
     for (path, _), result in zip(jobs, results):
         if isinstance(result, BaseException):
             line = (str(result).splitlines() or [type(result).__name__])[0]
-            result = ImportFailure(path, line if line.startswith(str(path)) else f"{path}: {line}")
+            line, shown = printable(line), printable(str(path))
+            result = ImportFailure(path, line if line.startswith(shown) else f"{shown}: {line}")
         out.append(result)
     return out
 
@@ -121,6 +122,19 @@ def result_files(args: list[str]) -> list[Path]:
     return files
 
 
+def printable(text: str) -> str:
+    """Text with the undecodable bytes of a file name (surrogate escapes) shown as ``\\xff``: printable."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _run_id(store: Store, path: Path, run_id: str | None) -> str:
+    """The run a file is imported as: ``run_id`` (``--run-id``), else the file's name without ``.jsonl``;
+    checked by the store's one rule for run ids (StoreError, one line)."""
+    if run_id is not None:
+        return store.run_id_for(run_id)
+    return store.run_id_for(path.stem, f"{printable(str(path))}: run id from the file name")
+
+
 _FAILURES = (ValueError, OSError, StoreError)  # a file's own failure (ImportError_ is a ValueError)
 
 
@@ -144,10 +158,15 @@ class _Importer:
         self.results: list[Any] = []
         self.dataset_written = False
 
-    def run(self, jobs: list[tuple[Path, str]]) -> list[ImportReport | BaseException]:
+    def run(self, jobs: list[tuple[Path, str | None]]) -> list[ImportReport | BaseException]:
         self.results = [None] * len(jobs)
         try:
-            for index, (path, run_id) in enumerate(jobs):
+            for index, (path, given) in enumerate(jobs):
+                try:
+                    run_id = _run_id(self.store, path, given)
+                except StoreError as error:
+                    self.results[index] = error
+                    continue
                 if any(r.rows.run_id == run_id for r in self.ready):  # two files, one run id: in file order
                     self._flush()
                 try:

@@ -116,7 +116,8 @@ RUNS = Table(
         _c("steps", UTF8, "JSON list of every step that wrote the run (import, run, judge), each with its time and "
                           "settings, oldest first: nothing is overwritten."),
         _c("updated_at", UTF8, "ISO-8601 UTC time of the run's latest commit."),
-        _c("write_ids", UTF8, "JSON list of the run's live write ids: the store's commit point (see below)."),
+        _c("write_ids", UTF8, "JSON object of the run's live write ids and the rows each committed by table (earlier "
+           "stores: a JSON list of ids): the store's commit point (see below)."),
     ),
 )
 

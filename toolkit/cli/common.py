@@ -173,7 +173,8 @@ def selected_runs(store: Store, runs: tuple[str, ...], all_runs: bool) -> list[s
         return [i for i in ids if i not in damaged] or ids
     if not runs:
         raise click.UsageError("choose runs with --run ID (repeatable) or --all")
-    return list(dict.fromkeys(runs))  # a run given twice is one run (first occurrence order)
+    # A run given twice is one run (first occurrence order); an NFD spelling names the NFC run.
+    return list(dict.fromkeys(store.stored_id(r) for r in runs))
 
 
 def no_runs_message(store: Store) -> str:

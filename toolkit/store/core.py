@@ -23,15 +23,16 @@ from typing import Any, Iterator
 import polars as pl
 import pyarrow as pa
 
-from toolkit.store import databases, delta
+from toolkit.store import databases, delta, live as writes
 from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
 from toolkit.store.locks import run_lock, store_lock
 from toolkit.store.manage import RunManagement
 from toolkit.store.pending import PendingWrites
-from toolkit.store.paths import StoreError, default_store_path, now_iso, part_of as _part, safe_segment
+from toolkit.store.paths import (StoreError, check_store_folder, claim_store_folder, default_store_path, new_run_id,
+                                 normal_run_id, now_iso, part_of as _part, safe_segment)
 from toolkit.tables import DATASET_TABLES, RUN_TABLES, TABLES, to_arrow
 
-_SNAPSHOT_TRIES = 8
+_SNAPSHOT_TRIES = writes.TRIES
 _RUNS: dict[tuple, pa.Table] = {}  # (runs table, version) -> its rows: a committed version never changes
 
 
@@ -44,11 +45,16 @@ class _Snapshot:
     def live(self) -> dict[str, set[str]]:
         parts = self.runs.column(PART).to_pylist()
         ids = self.runs.column("write_ids").to_pylist()
-        return {p: set(json.loads(w or "[]")) for p, w in zip(parts, ids)}
+        return {p: set(writes.parse(w)) for p, w in zip(parts, ids)}
+
+    def live_writes(self) -> dict[str, writes.Writes]:
+        """part -> the run's live writes with the rows each committed (where recorded)."""
+        return {p: writes.parse(w) for p, w in zip(self.runs.column(PART).to_pylist(),
+                                                    self.runs.column("write_ids").to_pylist())}
 
 
 @dataclass(frozen=True)
-class Store(RunManagement, PendingWrites):
+class Store(RunManagement, PendingWrites, writes.DamageChecks):
     root: Path
     pinned: int | None = field(default=None)  # read the store as of this runs-table version
 
@@ -64,6 +70,7 @@ class Store(RunManagement, PendingWrites):
     # -- snapshots -----------------------------------------------------------
 
     def _check_layout(self) -> None:
+        check_store_folder(self.root)  # a folder that is not a store: one line, before anything is read
         runs = self._path("runs")
         if runs.is_dir() and not delta.is_table(runs) and any(p.is_dir() for p in runs.iterdir()):
             raise StoreError(f"{self.root}: written by an older bedside (plain Parquet parts, no Delta log); "
@@ -89,6 +96,25 @@ class Store(RunManagement, PendingWrites):
             _RUNS[key] = delta.read_files(files, "runs", delta.physical_schema("runs").names).to_arrow()
         as_of = delta.commit_time(path, version) if self.pinned is not None else None
         return _Snapshot(version, _RUNS[key], as_of)
+
+    def _canon(self, run_id: str, snap: _Snapshot | None = None) -> str:
+        """The id a run is stored under: NFC (an NFD spelling finds the NFC run), or the id as given when an
+        earlier store holds a run under exactly that spelling and none under its NFC form."""
+        nfc = normal_run_id(run_id)
+        if nfc == run_id:
+            return run_id
+        parts = set((snap or self._snapshot()).runs.column(PART).to_pylist())
+        return run_id if _part(run_id) in parts and _part(nfc) not in parts else nfc
+
+    def stored_id(self, run_id: str) -> str:
+        """The id a lookup of ``run_id`` finds a run by: its NFC form (see ``_canon``)."""
+        return self._canon(run_id)
+
+    def run_id_for(self, run_id: str, what: str = "run id") -> str:
+        """The id ``run_id`` names in this store: an existing run's (``_canon``), else the NFC form of an id a
+        new run may take (StoreError, one line, when it may not: ``paths.new_run_id``)."""
+        canon = self._canon(run_id) if run_id else run_id
+        return canon if canon and self._row(canon) is not None else new_run_id(run_id, what)
 
     def _latest_version(self) -> int | None:
         return delta.latest_version(self._path("runs"))
@@ -129,6 +155,8 @@ class Store(RunManagement, PendingWrites):
         """A table (or the rows of the given runs, or of other partition ``keys``: dataset digests) as a
         polars frame of the table's schema, or of just ``columns`` of it. Only rows of whole commits."""
         keys = run_ids if keys is None else keys
+        if keys is not None and table not in DATASET_TABLES:
+            keys = [self._canon(k) for k in keys]
         schema = TABLES[table].schema
         wanted = columns if columns is not None else schema.names
         # Types set in polars: an Arrow cast would import pyarrow.compute (~25 ms of a cold command).
@@ -146,6 +174,7 @@ class Store(RunManagement, PendingWrites):
                     data = order.join(data, on=PART, how="inner", maintain_order="left")
                 break
             found = self._data_files(snap, table, keys)
+            lost = self._lost(snap, (table,), keys) if table not in DATASET_TABLES else {}
             if keys is not None:  # in the order of the keys given, as callers expect
                 order = {(_part(k) if table not in DATASET_TABLES else k): i for i, k in enumerate(keys)}
                 found.sort(key=lambda f: order.get(f[1], 0))
@@ -153,6 +182,9 @@ class Store(RunManagement, PendingWrites):
             # A data table read while a runs commit (and the sweep after it) went by may miss rows the
             # snapshot's live set names: read again from a newer snapshot (pinned stores never move).
             if snap.as_of is not None or self._latest_version() == snap.version:
+                if lost:  # rows a live write committed are not in the table: no partial run passes for whole
+                    run_id, problem = next(iter(lost.items()))
+                    raise StoreError(f"run {run_id!r}: {problem}")
                 break
         else:
             raise StoreError(f"{self.root}: the store kept changing while {table} was read; try again")
@@ -174,9 +206,10 @@ class Store(RunManagement, PendingWrites):
         return self._row(run_id) is not None
 
     def _row(self, run_id: str, snap: _Snapshot | None = None) -> dict[str, Any] | None:
-        runs = (snap or self._snapshot()).runs
+        snap = snap or self._snapshot()
+        runs = snap.runs
         # One row per run: found in Python (pyarrow.compute costs ~25 ms to import on every read command).
-        part = _part(run_id)
+        part = _part(self._canon(run_id, snap))
         at = [i for i, p in enumerate(runs.column(PART).to_pylist()) if p == part]
         return runs.slice(at[-1], 1).to_pylist()[0] if at else None
 
@@ -193,38 +226,25 @@ class Store(RunManagement, PendingWrites):
                          self._snapshot().as_of if self.pinned is not None else None)
         return all(self._data_files(snap, t, [sha256]) for t in DATASET_TABLES)
 
-    def damaged(self, run_ids: list[str] | None = None) -> dict[str, str]:
-        """Runs whose visible files are missing or not the size their commit recorded (truncated, say):
-        run id -> one line naming the file. Cheap (no file is read)."""
-        snap = self._snapshot()
-        by_part = dict(zip(snap.runs.column(PART).to_pylist(), snap.runs.column("run_id").to_pylist()))
-        wanted = None if run_ids is None else {_part(r) for r in run_ids}
-        out: dict[str, str] = {}
-        for table in DATA_TABLES:
-            for path, part, size in self._data_files(snap, table, None):
-                if (wanted is not None and part not in wanted) or by_part.get(part) in out:
-                    continue
-                actual = path.stat().st_size if path.exists() else None
-                if actual != size:
-                    what = "missing" if actual is None else f"{actual} bytes, its commit recorded {size}"
-                    out[by_part[part]] = f"{path}: damaged part file ({what})"
-        return out
-
     # -- writing -------------------------------------------------------------
 
     def _writable(self) -> None:
         if self.pinned is not None:
             raise StoreError(f"{self.root}: opened at version {self.pinned} for reading; open it without a version to write")
+        claim_store_folder(self.root)  # a new store gets its marker; a folder that is not one is refused
 
     @contextmanager
     def lock(self, run_id: str) -> Iterator[None]:
         """Exclusive writer lock of a run (re-entrant in this process); a second writer gets StoreError
         naming the holder (pid, command line, since when)."""
+        self._writable()
+        run_id = self._canon(run_id)
         with run_lock(self.root / ".locks" / f"{safe_segment(run_id)}.lock", f"run {run_id!r}"):
             yield
 
     def _hold(self, run_id: str):
         """The run's lock for one of the store's own writes: joins the lock when this process holds it."""
+        run_id = self._canon(run_id)
         return run_lock(self.root / ".locks" / f"{safe_segment(run_id)}.lock", f"run {run_id!r}", join=True)
 
     def deferred_refresh(self, every_s: float | None = None):
@@ -234,7 +254,7 @@ class Store(RunManagement, PendingWrites):
 
     def journal_dir(self, run_id: str) -> Path:
         """Where the write-ahead journal of a run being collected lives (created by the journal)."""
-        return self.root / "journal" / safe_segment(run_id)
+        return self.root / "journal" / safe_segment(self._canon(run_id))
 
     def write_dataset(self, dataset) -> None:  # dataset: toolkit.dataset.Dataset (untyped: no upward import)
         """Store a dataset's cases and rubric items once per digest (idempotent across processes)."""
@@ -259,12 +279,14 @@ class Store(RunManagement, PendingWrites):
         the new rows replace all the run's data (swapped in that one commit); ``write_id``: replay-safe id
         (a journal's tag). Returns the write id."""
         self._writable()
+        run_id = self._canon(run_id)
         seg = _part(run_id)
         with self._hold(run_id):
             current = self._row(run_id)
             if current is None and run_row is None:
                 raise StoreError(f"{self.root}: no run {run_id!r} to add rows to")
             if current is None:
+                run_id = new_run_id(run_id)
                 self._sweep(run_id, set())  # rows an interrupted write left: never seen, now gone
             wid = write_id or uuid.uuid4().hex
             frames = _frames(run_id, rows or {})  # every row converted before anything is committed
@@ -277,9 +299,9 @@ class Store(RunManagement, PendingWrites):
                 else:  # a given id may be a replay (a journal recovered after a crash): replace, never duplicate
                     delta.overwrite(self._path(table), table, frame, f"{PART} = '{seg}' AND {WRITE_ID} = '{wid}'")
                 wrote = True
-            live = [] if replace or current is None else json.loads(current["write_ids"] or "[]")
-            if wrote and wid not in live:
-                live.append(wid)
+            live = {} if replace or current is None else writes.parse(current["write_ids"])
+            if wrote:
+                live = writes.add({k: v for k, v in live.items() if k != wid}, wid, writes.counts(frames))
             self._commit_row(run_id, current, run_row, step, live, replace)
             if replace and current is not None:
                 self._sweep(run_id, set(live))
@@ -287,7 +309,7 @@ class Store(RunManagement, PendingWrites):
         return wid
 
     def _commit_row(self, run_id: str, current: dict[str, Any] | None, run_row: dict[str, Any] | None,
-                    step: dict[str, Any] | None, live: list[str], replace: bool, drop: str | None = None) -> None:
+                    step: dict[str, Any] | None, live: writes.Writes, replace: bool, drop: str | None = None) -> None:
         base = {} if current is None else {c: current[c] for c in TABLES["runs"].names}
         row = {**base, **(run_row or {})} if not replace else {**(run_row or base)}
         if current is not None and not replace:
@@ -295,7 +317,7 @@ class Store(RunManagement, PendingWrites):
         steps = json.loads((current or {}).get("steps") or "[]")
         if step is not None:
             steps.append(step)
-        row.update(run_id=run_id, steps=json.dumps(steps), updated_at=now_iso(), write_ids=json.dumps(live))
+        row.update(run_id=run_id, steps=json.dumps(steps), updated_at=now_iso(), write_ids=writes.dump(live))
         row.setdefault("created_at", row["updated_at"])
         data = to_arrow("runs", [row])
         seg = _part(run_id)
@@ -342,7 +364,7 @@ class Store(RunManagement, PendingWrites):
 
     def is_live(self, run_id: str, write_id: str) -> bool:
         row = self._row(run_id)
-        return row is not None and write_id in json.loads(row["write_ids"] or "[]")
+        return row is not None and write_id in writes.parse(row["write_ids"])
 
 def _frames(run_id: str, rows: dict[str, pa.Table | list[dict]]) -> dict[str, pa.Table]:
     """The run tables' rows as Arrow tables of their schemas; StoreError (one line) for a value that does not
@@ -354,7 +376,11 @@ def _frames(run_id: str, rows: dict[str, pa.Table | list[dict]]) -> dict[str, pa
         try:
             frame = data if isinstance(data, pa.Table) else to_arrow(table, data)
             frame = frame.select(TABLES[table].schema.names).cast(TABLES[table].schema)
-            if frame.num_rows and frame.column("run_id").unique().to_pylist() != [run_id]:
+            given = frame.column("run_id").unique().to_pylist()
+            if given and given != [run_id] and {normal_run_id(g) for g in given} == {normal_run_id(run_id)}:
+                frame = frame.set_column(frame.schema.get_field_index("run_id"), "run_id",
+                                         pa.array([run_id] * frame.num_rows, pa.string()))  # one spelling
+            elif frame.num_rows and given != [run_id]:
                 raise StoreError(f"{table} rows for run {run_id!r} name another run")
             import pyarrow.compute  # noqa: F401  (a write path: read commands never import it)
 

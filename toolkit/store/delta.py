@@ -21,6 +21,7 @@ from typing import Any, Callable, TypeVar
 import polars as pl
 import pyarrow as pa
 
+from toolkit.store.disk import SLACK, is_no_space, no_space, quiet_panics, room
 from toolkit.store.paths import StoreError
 from toolkit.tables import DATASET_TABLES, TABLES
 
@@ -65,15 +66,20 @@ def _conflict(error: Exception) -> bool:
                                    "version mismatch"))
 
 
-def retry(action: Callable[[], T], what: str) -> T:
-    """Run a Delta commit, retrying (with jittered back-off) when a concurrent commit won the race."""
+def retry(action: Callable[[], T], path: Path, what: str, need: int = 0) -> T:
+    """Run a Delta commit of table ``path``, retrying (with jittered back-off) when a concurrent commit won
+    the race. ``need``: bytes it writes, checked against the free space first (see ``_room``)."""
+    room(path, need)
     delay = 0.01
     for attempt in range(_RETRIES):
         try:
-            return action()
+            with quiet_panics():
+                return action()
         except Exception as error:  # delta-rs raises several types for a lost race
+            if is_no_space(error):
+                raise no_space(path) from None
             if not _conflict(error) or attempt == _RETRIES - 1:
-                raise StoreError(f"{what}: {error}") from error
+                raise StoreError(f"{path}: {what}: {error}") from error
         time.sleep(delay * (0.5 + random.random()))
         delay = min(0.5, delay * 1.6)
     raise AssertionError("unreachable")
@@ -85,7 +91,7 @@ def ensure(path: Path, table: str) -> None:
     if is_table(path):
         return
     retry(lambda: DeltaTable.create(str(path), physical_schema(table), mode="ignore",
-                                    partition_by=partition_by(table), name=table), f"{path}: create")
+                                    partition_by=partition_by(table), name=table), path, "create", SLACK)
 
 
 def overwrite(path: Path, table: str, data: pa.Table, predicate: str) -> None:
@@ -93,13 +99,13 @@ def overwrite(path: Path, table: str, data: pa.Table, predicate: str) -> None:
     ensure(path, table)
     data = data.select(physical_schema(table).names).cast(physical_schema(table))
     retry(lambda: _write(path, data, mode="overwrite", predicate=predicate, partition_by=partition_by(table)),
-          f"{path}: commit")
+          path, "commit", data.nbytes)
 
 
 def append(path: Path, table: str, data: pa.Table) -> None:
     ensure(path, table)
     data = data.select(physical_schema(table).names).cast(physical_schema(table))
-    retry(lambda: _write(path, data, mode="append", partition_by=partition_by(table)), f"{path}: commit")
+    retry(lambda: _write(path, data, mode="append", partition_by=partition_by(table)), path, "commit", data.nbytes)
 
 
 _WRITERS: dict[str, tuple[Any, tuple]] = {}  # table path -> (DeltaTable kept between writes, its version's key)
@@ -134,7 +140,7 @@ def delete(path: Path, predicate: str) -> None:
     from deltalake import DeltaTable
 
     if is_table(path):
-        retry(lambda: DeltaTable(str(path)).delete(predicate), f"{path}: delete")
+        retry(lambda: DeltaTable(str(path)).delete(predicate), path, "delete")
 
 
 def latest_version(path: Path) -> int | None:
@@ -253,18 +259,71 @@ def files_of(table: Any, root: Path, parts: set[str] | None, live: dict[str, set
     names = actions.column_names
     part_col = f"partition.{PART}" if f"partition.{PART}" in names else None
     file_parts = actions.column(part_col).to_pylist() if part_col else [None] * len(paths)
-    lows = actions.column(f"min.{WRITE_ID}").to_pylist() if live is not None else None
-    highs = actions.column(f"max.{WRITE_ID}").to_pylist() if live is not None else None
+
+    def stats(name: str) -> list | None:  # absent when no file has statistics
+        return None if live is None else actions.column(name).to_pylist() if name in names else [None] * len(paths)
+
+    lows, highs = stats(f"min.{WRITE_ID}"), stats(f"max.{WRITE_ID}")
     out = []
     for i, (rel, part, size) in enumerate(zip(paths, file_parts, sizes)):
         if parts is not None and part not in parts:
             continue
         if live is not None:
             ids = live.get(part, set())
-            if lows[i] not in ids or highs[i] not in ids:
+            low, high = lows[i], highs[i]
+            if low is None or high is None:  # an add action without statistics (the protocol allows it)
+                low, high, _ = file_write_ids(root / unquote(rel)) or (next(iter(ids), None),) * 2 + (0,)
+            if low not in ids or high not in ids:
                 continue
         out.append((root / unquote(rel), part, size))
     out.sort(key=lambda f: str(f[0]))
+    return out
+
+
+_FILE_IDS: dict[str, tuple[str, str, int]] = {}  # data file -> (min, max write_id, rows): files never change
+
+
+def file_write_ids(path: Path) -> tuple[str, str, int] | None:
+    """(lowest and highest write id, rows) of a data file, read from the file itself: for an add action whose
+    statistics were left out. None when the file cannot be read (then whoever reads it names it)."""
+    key = str(path)
+    if key not in _FILE_IDS:
+        try:
+            ids = pl.read_parquet(key, columns=[WRITE_ID], hive_partitioning=False)[WRITE_ID]
+        except Exception:  # noqa: BLE001 - polars' errors have no common base
+            return None
+        if ids.null_count() or not len(ids):
+            return None
+        if len(_FILE_IDS) > 4096:
+            _FILE_IDS.clear()
+        _FILE_IDS[key] = (ids.min(), ids.max(), len(ids))
+    return _FILE_IDS[key]
+
+
+def write_rows(table: Any, root: Path, parts: set[str] | None) -> dict[tuple[str, str], int]:
+    """(part, write id) -> rows the table's loaded version holds of that write, in ``parts`` (all when None).
+    A file holding two writes' rows counts its rows for both (so none is ever taken for lost)."""
+    actions = table if isinstance(table, pa.Table) else add_actions(table)
+    if actions.num_rows == 0:
+        return {}
+    names = actions.column_names
+    paths = actions.column("path").to_pylist()
+    file_parts = (actions.column(f"partition.{PART}").to_pylist() if f"partition.{PART}" in names
+                  else [None] * len(paths))
+    lows = actions.column(f"min.{WRITE_ID}").to_pylist() if f"min.{WRITE_ID}" in names else [None] * len(paths)
+    highs = actions.column(f"max.{WRITE_ID}").to_pylist() if f"max.{WRITE_ID}" in names else [None] * len(paths)
+    counts = actions.column("num_records").to_pylist() if "num_records" in names else [None] * len(paths)
+    out: dict[tuple[str, str], int] = {}
+    for rel, part, low, high, rows in zip(paths, file_parts, lows, highs, counts):
+        if parts is not None and part not in parts:
+            continue
+        if low is None or high is None or rows is None:
+            found = file_write_ids(root / unquote(rel))
+            if found is None:
+                continue
+            low, high, rows = (low or found[0]), (high or found[1]), found[2] if rows is None else rows
+        for wid in {low, high}:
+            out[(part, wid)] = out.get((part, wid), 0) + rows
     return out
 
 

@@ -1,26 +1,33 @@
 """Writer locks: one per run, one for the whole store (dataset registration, runs-table compaction).
 
-A run lock is an ``flock`` on ``.locks/<run>.lock``; the holder writes its pid, command line and
-start time into the file so a second writer can say who holds it. Locks are re-entrant within a
-process (the collector holds a run's lock while its journal commits through the same store).
+A run lock is an ``flock`` on ``.locks/<run>.lock``. The file is made whole before it is there: the
+holder's pid, command line and start time go into a temporary file, which is flocked and then hard-linked
+into place (a link never replaces a file), so a second writer that finds the lock always reads who holds
+it. The holder unlinks the file before it lets go; a file left by a killed holder is unlocked and is
+removed by the next writer under its flock. Locks are re-entrant within a process (the collector holds a
+run's lock while its journal commits through the same store).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import fcntl
 import json
 import os
 import sys
 import threading
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from toolkit.store.disk import check_space
 from toolkit.store.paths import StoreError
 
 _HELD: dict[str, int] = {}  # lock file -> re-entry depth in this process
 _GUARD = threading.Lock()
+_TRIES = 100  # lock files removed under our feet (released or stale) before we give up
 
 
 def _holder() -> str:
@@ -36,6 +43,63 @@ def _describe(raw: bytes) -> str:
         return f"pid {info['pid']} ({info['command']}) since {info['since']}"
     except (ValueError, KeyError, TypeError):
         return "another process"
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _acquire(path: Path, what: str) -> int:
+    """The flocked descriptor of the lock file now at ``path`` (ours, whole); StoreError naming the holder."""
+    for _ in range(_TRIES):
+        temp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}")
+        fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                os.write(fd, _holder().encode())
+            except OSError as error:  # a full disk: the lock still works, it just cannot say who holds it
+                if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            try:
+                os.link(temp, path)
+                return fd
+            except FileExistsError:
+                pass
+        except BaseException:
+            os.close(fd)
+            raise
+        finally:
+            try:
+                os.unlink(temp)
+            except FileNotFoundError:
+                pass
+        os.close(fd)
+        _clear_stale(path, what)
+    raise StoreError(f"{what}: its lock file {path} keeps changing; try again")
+
+
+def _clear_stale(path: Path, what: str) -> None:
+    """A lock file is there: StoreError naming its holder if it is held; removed if a killed holder left it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:  # released meanwhile
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreError(f"{what} is being written by {_describe(os.pread(fd, 4096, 0))}; "
+                             "try again when it has finished") from None
+        if _same_file(fd, path):  # nobody holds it: its holder died; removed under its flock
+            os.unlink(path)
+    finally:
+        os.close(fd)
 
 
 @contextmanager
@@ -58,24 +122,20 @@ def run_lock(path: Path, what: str, join: bool = False) -> Iterator[None]:
             with _GUARD:
                 _HELD[key] -= 1
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    with check_space(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = _acquire(path, what)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raw = os.pread(fd, 4096, 0)
-        os.close(fd)
-        raise StoreError(f"{what} is being written by {_describe(raw)}; try again when it has finished") from None
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, _holder().encode(), 0)
         with _GUARD:
             _HELD[key] = 1
         yield
     finally:
         with _GUARD:
             _HELD.pop(key, None)
-        os.ftruncate(fd, 0)
+        try:
+            os.unlink(path)  # before letting go: a waiter that gets the old file sees it is no longer the lock
+        except FileNotFoundError:
+            pass
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 
@@ -83,8 +143,9 @@ def run_lock(path: Path, what: str, join: bool = False) -> Iterator[None]:
 @contextmanager
 def store_lock(path: Path) -> Iterator[None]:
     """Exclusive and blocking (held for a few commits at most): check-then-write sections across processes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    with check_space(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -5,7 +5,6 @@ Each is one ``runs`` commit under the run's lock, followed by a sweep of rows no
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import uuid
@@ -13,10 +12,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from toolkit.store import databases, delta
+from toolkit.store import databases, delta, live as writes
 from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
+from toolkit.store.disk import NoSpace
 from toolkit.store.locks import store_lock
-from toolkit.store.paths import StoreError, now_iso, part_of as _part
+from toolkit.store.paths import StoreError, new_run_id, now_iso, part_of as _part
 from toolkit.tables import TABLES
 
 
@@ -25,20 +25,50 @@ class RunManagement:
     commit_run, journal_dir."""
 
     def delete_run(self, run_id: str) -> None:
-        """Remove a run: ONE runs commit (it stops being a run), then its data and journal are swept."""
+        """Remove a run: ONE runs commit (it stops being a run), then its data and journal are swept, and its
+        files deleted: the space comes back at once (also on a full disk, where it is wanted most), and
+        older store versions no longer show the run's rows."""
         self._writable()
+        run_id = self._canon(run_id)
         with self._hold(run_id):
             if self._row(run_id) is None:
                 raise StoreError(f"{self.root}: no run {run_id!r} (runs: {', '.join(self.run_ids()) or 'none'})")
-            delta.delete(self._path("runs"), f"{PART} = '{_part(run_id)}'")
-            self._sweep(run_id, set())
+            try:
+                delta.delete(self._path("runs"), f"{PART} = '{_part(run_id)}'")
+            except NoSpace:
+                raise NoSpace(f"no space left on {self.root}: not even for the small commit that removes run "
+                              f"{run_id!r}; free some space outside the store first") from None
+            try:
+                self._sweep(run_id, set())
+            except StoreError:  # a disk too full for the sweep's log entries: the run is gone all the same
+                pass
             _remove_tree(self.journal_dir(run_id))
+            self._free_files(run_id, None)
         databases.refresh(self)
+
+    def _free_files(self, run_id: str, since: float | None) -> None:
+        """Delete the files of the run's partitions that the tables' latest versions do not name (written
+        since ``since``, a time; None: all). Under the run's lock: no other writer adds files there."""
+        seg = _part(run_id)
+        for table in DATA_TABLES:
+            path = self._path(table)
+            folder = path / f"{PART}={seg}"
+            latest = delta.latest_version(path)
+            if latest is None or not folder.is_dir():
+                continue
+            named = {f for f, _, _ in delta.files_of(delta.actions_at(path, latest), path, {seg}, None)}
+            for file in folder.iterdir():
+                try:
+                    if file not in named and file.is_file() and (since is None or file.stat().st_mtime >= since - 1):
+                        file.unlink()
+                except OSError:  # gone already, say: best effort
+                    pass
 
     def rename_run(self, old: str, new: str) -> None:
         """Give a run another id: its rows are copied under the new id, then ONE runs commit swaps the two
         rows (old gone, new present); the old rows are swept afterwards."""
         self._writable()
+        old, new = self._canon(old), new_run_id(new)
         if old == new:
             raise StoreError(f"run {old!r}: the new id is the same")
         with self._hold(old), self._hold(new):
@@ -54,6 +84,7 @@ class RunManagement:
             self._sweep(new, set())
             wid = uuid.uuid4().hex
             seg = _part(new)
+            copied: dict[str, int] = {}
             for table in DATA_TABLES:
                 data = self.read(table, [old]).to_arrow()
                 if data.num_rows == 0:
@@ -63,8 +94,10 @@ class RunManagement:
                 data = data.append_column(WRITE_ID, pa.array([wid] * data.num_rows, pa.string()))
                 data = data.append_column(PART, pa.array([seg] * data.num_rows, pa.string()))
                 delta.overwrite(self._path(table), table, data, f"{PART} = '{seg}' AND {WRITE_ID} = '{wid}'")
+                copied[table] = data.num_rows
             step = {"at": now_iso(), "kind": "rename", "from": old}
-            self._commit_row(new, {**current, "run_id": new}, None, step, [wid], False, drop=_part(old))
+            live = writes.add({}, wid, copied) if copied else {}
+            self._commit_row(new, {**current, "run_id": new}, None, step, live, False, drop=_part(old))
             self._sweep(old, set())
             _remove_tree(pending)
         databases.refresh(self)
@@ -79,7 +112,7 @@ class RunManagement:
             current = self._row(run_id)
             if current is None:
                 return
-            live = json.loads(current["write_ids"] or "[]")
+            live = writes.parse(current["write_ids"])
             if len(live) > 1:
                 rows = {t: self.read(t, [run_id]).to_arrow() for t in DATA_TABLES}
                 self.commit_run(run_id, rows, replace=True, run_row={c: current[c] for c in TABLES["runs"].names})

@@ -6,6 +6,7 @@ import datetime as dt
 import hashlib
 import os
 import re
+import unicodedata
 from pathlib import Path
 
 _SAFE = re.compile(r"[A-Za-z0-9_\-]")
@@ -47,3 +48,110 @@ def part_of(run_id: str) -> str:
 
 def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+# -- run ids ---------------------------------------------------------------------------------------------
+
+# Characters a run id may not hold: they print as nothing, move the cursor, or reorder a label's text.
+_BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+
+
+def normal_run_id(run_id: str) -> str:
+    """A run id as stored and looked up: Unicode NFC, so that two spellings of "café" are one run."""
+    return unicodedata.normalize("NFC", run_id)
+
+
+def new_run_id(run_id: str, what: str = "run id") -> str:
+    """A run id a new run (import, collection, rename) may take, NFC-normalised; StoreError (one line)
+    for an empty or blank id, spaces at its ends, a control, bidi-override or non-UTF-8 character."""
+    shown = repr(run_id)
+    if not run_id.strip():
+        raise StoreError(f"{what} {shown}: must not be empty or blank")
+    if run_id != run_id.strip():
+        raise StoreError(f"{what} {shown}: must not begin or end with a space")
+    for ch in run_id:
+        code = ord(ch)
+        if code < 0x20 or 0x7F <= code <= 0x9F:
+            raise StoreError(f"{what} {shown}: holds a control character (U+{code:04X})")
+        if code in _BIDI:
+            raise StoreError(f"{what} {shown}: holds a bidirectional-text control (U+{code:04X}), which reorders "
+                             "how it is shown")
+        if 0xD800 <= code <= 0xDFFF:
+            raise StoreError(f"{what} {shown}: is not UTF-8 (a file name's bytes?)")
+    return normal_run_id(run_id)
+
+
+# -- the store's folder ----------------------------------------------------------------------------------
+
+MARKER = ".bedside-store"  # written when a store is created: what makes a folder a store
+MARKER_TEXT = "bedside-store 1\n"
+_OWN = frozenset({"answers", "judgments", "decisions", "runs", "cases", "rubric_items", ".locks", "journal",
+                  ".databases.json", MARKER})
+_CHECKED: set[str] = set()  # store folders this process found marked (a marker is never taken away)
+_UNMARKED: set[str] = set()  # stores of earlier versions (a runs table, no marker) this process read
+
+
+def _is_store_folder(root: Path) -> bool:
+    """Whether a folder with no marker may be a store: it holds a table of one (a store made before markers
+    existed), or nothing but the store's own entries (none at all: a new store)."""
+    names = os.listdir(root)
+    if any(os.path.isdir(root / n / "_delta_log") for n in names if n in _OWN):
+        return True
+    return all(n in _OWN or n.startswith(".trash-") for n in names)
+
+
+def _marked(root: Path) -> bool:
+    key = str(root)
+    if key in _CHECKED:
+        return True
+    try:
+        text = (root / MARKER).read_bytes()[:100].decode("utf-8", "replace")
+    except FileNotFoundError:
+        return False
+    except IsADirectoryError:
+        text = ""
+    kind, _, version = text.strip().partition(" ")
+    if kind != "bedside-store" or not version.isdigit():
+        raise StoreError(f"{root / MARKER}: not a bedside store marker; the folder is not a store")
+    if int(version) > 1:
+        raise StoreError(f"{root}: a store of a newer bedside (format {version}); upgrade bedside to use it")
+    _CHECKED.add(key)
+    return True
+
+
+def check_store_folder(root: Path) -> None:
+    """For reading: StoreError (one line) when ``root`` is there but is not a store; nothing is written."""
+    if str(root) in _UNMARKED or not os.path.lexists(root) or _marked(root):
+        return
+    if not root.is_dir():
+        raise StoreError(f"{root}: not a folder, so not a store")
+    if (root / "runs" / "_delta_log").is_dir():  # a store made before markers: stays one (marked when written)
+        _UNMARKED.add(str(root))
+        return
+    if not _is_store_folder(root):
+        raise StoreError(f"{root}: not a bedside store (it holds other files and no {MARKER}); "
+                         "give a store folder, or an empty or new one to create a store")
+
+
+def claim_store_folder(root: Path) -> None:
+    """For writing: make ``root`` a store (a new or empty folder) or mark one made before markers existed;
+    StoreError (one line) naming any other folder, which is left as it is."""
+    if str(root) in _CHECKED:
+        return
+    _UNMARKED.discard(str(root))
+    check_store_folder(root)
+    if _marked(root):
+        return
+    from toolkit.store.disk import check_space
+
+    with check_space(root):
+        root.mkdir(parents=True, exist_ok=True)
+        temp = root / f".{MARKER}.{os.getpid()}.tmp"
+        temp.write_text(MARKER_TEXT, encoding="utf-8")
+        try:
+            os.link(temp, root / MARKER)  # a link never replaces: a racing creator's marker stands
+        except FileExistsError:
+            pass
+        finally:
+            temp.unlink()
+    _marked(root)

@@ -11,16 +11,16 @@ still becomes visible only through its own runs commit.
 
 from __future__ import annotations
 
-import json
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from toolkit.store import databases, delta
+from toolkit.store import databases, delta, live as writes
 from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
-from toolkit.store.paths import StoreError, part_of
+from toolkit.store.paths import StoreError, new_run_id, part_of
 
 
 @dataclass
@@ -29,6 +29,8 @@ class PendingWrite:
     write_id: str
     current: dict[str, Any] | None  # the run's runs row when the write began (None: a new run)
     wrote: bool = field(default=False)  # some data commit carried rows of this write
+    rows: dict[str, int] = field(default_factory=dict)  # rows committed so far, by table
+    began: float = field(default_factory=time.time)  # files of the run's partitions newer than this are its own
 
 
 class PendingWrites:
@@ -39,9 +41,12 @@ class PendingWrites:
         finishes or abandons it. ``current`` tells whether the run exists. Rows an interrupted write of a
         run without a runs row left behind are swept first."""
         self._writable()
+        run_id = self._canon(run_id)
         current = self._row(run_id)
-        if current is None and self._has_rows(run_id):
-            self._sweep(run_id, set())
+        if current is None:
+            run_id = new_run_id(run_id)
+            if self._has_rows(run_id):
+                self._sweep(run_id, set())
         return PendingWrite(run_id, uuid.uuid4().hex, current)
 
     def _has_rows(self, run_id: str) -> bool:
@@ -54,7 +59,7 @@ class PendingWrites:
                 return True
         return False
 
-    def add_rows(self, writes: list[tuple[PendingWrite, dict[str, Any]]]) -> None:
+    def add_rows(self, batch: list[tuple[PendingWrite, dict[str, Any]]]) -> None:
         """Data commits, one per table, of the rows of each pending write (rows: by run table, Arrow tables
         or row dicts); nothing becomes visible. StoreError (one line) for a value that does not fit, before
         any commit."""
@@ -62,17 +67,22 @@ class PendingWrites:
 
         self._writable()
         tables: dict[str, list[pa.Table]] = {}
-        for pending, rows in writes:
+        counted = []
+        for pending, rows in batch:
             seg = part_of(pending.run_id)
-            for table, frame in _frames(pending.run_id, rows).items():
+            frames = _frames(pending.run_id, rows)
+            counted.append((pending, writes.counts(frames)))
+            for table, frame in frames.items():
                 frame = frame.append_column(WRITE_ID, pa.array([pending.write_id] * frame.num_rows, pa.string()))
                 frame = frame.append_column(PART, pa.array([seg] * frame.num_rows, pa.string()))
                 tables.setdefault(table, []).append(frame)
         for table in DATA_TABLES:
             if table in tables:
                 delta.append(self._path(table), table, pa.concat_tables(tables[table]))
-        for pending, rows in writes:
-            pending.wrote = pending.wrote or any(len(r) for r in rows.values())
+        for pending, rows in counted:
+            pending.wrote = pending.wrote or bool(rows)
+            for table, n in rows.items():
+                pending.rows[table] = pending.rows.get(table, 0) + n
 
     def finish_write(self, pending: PendingWrite, run_row: dict[str, Any] | None, step: dict[str, Any] | None,
                      replace: bool = False) -> None:
@@ -83,9 +93,9 @@ class PendingWrites:
         current = pending.current
         if current is None and run_row is None:
             raise StoreError(f"{self.root}: no run {pending.run_id!r} to add rows to")
-        live = [] if replace or current is None else json.loads(current["write_ids"] or "[]")
-        if pending.wrote and pending.write_id not in live:
-            live.append(pending.write_id)
+        live = {} if replace or current is None else writes.parse(current["write_ids"])
+        if pending.wrote:
+            live = writes.add(live, pending.write_id, pending.rows)
         self._commit_row(pending.run_id, current, run_row, step, live, replace)
         if replace and current is not None:
             self._sweep(pending.run_id, set(live))
@@ -94,10 +104,12 @@ class PendingWrites:
     def abandon_write(self, pending: PendingWrite) -> None:
         """Sweep the rows a write that will not be finished committed (best effort: they are invisible
         anyway, and the next writer of the run sweeps what is left)."""
-        if not pending.wrote:
-            return
-        keep = set() if pending.current is None else set(json.loads(pending.current["write_ids"] or "[]"))
-        try:
-            self._sweep(pending.run_id, keep)
-        except Exception:  # a full disk, say: the rows stay invisible
-            pass
+        keep = set() if pending.current is None else set(writes.parse(pending.current["write_ids"]))
+        if pending.wrote:
+            try:
+                self._sweep(pending.run_id, keep)
+            except Exception:  # a full disk, say: the rows stay invisible
+                pass
+        # Files this write left that no version names (a data commit that failed, one swept just now) go
+        # at once: on a full disk they are the space a failed import took.
+        self._free_files(pending.run_id, pending.began)

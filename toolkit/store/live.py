@@ -1,0 +1,123 @@
+"""A run's live writes, as its ``runs`` row lists them, and the check that their rows can all be found.
+
+``write_ids`` holds a JSON object: write id -> rows that write committed, by run table (``{"answers": 30,
+...}``); stores of earlier versions hold a plain list of ids (rows unknown). A live write whose rows a table
+no longer has (its add action gone from the log, say) makes the run damaged: read, it would show fewer
+rows, and so wrong numbers, without a word.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from toolkit.store import delta
+from toolkit.store.delta import DATA_TABLES, PART
+from toolkit.store.paths import part_of as _part
+
+TRIES = 8  # snapshots a check takes while concurrent commits keep moving the store
+Writes = dict[str, "dict[str, int] | None"]  # write id -> rows by table (None: not recorded)
+
+
+def parse(text: str | None) -> Writes:
+    """The live writes of a ``write_ids`` value (either form)."""
+    value = json.loads(text or "[]")
+    return {w: None for w in value} if isinstance(value, list) else dict(value)
+
+
+def dump(writes: Writes) -> str:
+    return json.dumps(writes, sort_keys=False, separators=(",", ":"))
+
+
+def counts(frames: dict[str, Any]) -> dict[str, int]:
+    """Rows by table of one write's frames (Arrow tables)."""
+    return {t: f.num_rows for t, f in frames.items() if f.num_rows}
+
+
+def add(writes: Writes, write_id: str, rows: dict[str, int]) -> Writes:
+    """``writes`` with ``rows`` more of ``write_id`` (a write committed in several data commits)."""
+    out = dict(writes)
+    known = dict(out.get(write_id) or {})
+    for table, n in rows.items():
+        known[table] = known.get(table, 0) + n
+    out[write_id] = known
+    return out
+
+
+def lost(tables: dict[str, tuple[Any, Path]], by_part: dict[str, str], writes_of: dict[str, Writes],
+         parts: set[str] | None) -> dict[str, str]:
+    """Run id -> one line naming the table and the rows of a live write it does not hold, for the runs
+    (``parts``; all when None) whose live writes' rows cannot all be found. ``tables``: run table ->
+    (its loaded add actions or None, its path); ``writes_of``: part -> its run's live writes."""
+    found = {t: delta.write_rows(loaded, path, parts) if loaded is not None else {}
+             for t, (loaded, path) in tables.items()}
+    out: dict[str, str] = {}
+    for part, writes in writes_of.items():
+        if parts is not None and part not in parts:
+            continue
+        for wid, rows in writes.items():
+            if rows is None:  # an earlier store's write: lost only if no table holds any of its rows
+                if set(DATA_TABLES) <= tables.keys() and all(found[t].get((part, wid), 0) == 0 for t in DATA_TABLES):
+                    out[by_part[part]] = f"{tables[DATA_TABLES[0]][1].parent}: no table holds the rows of write " \
+                                         f"{wid} (damaged Delta log)"
+                continue
+            for table, expected in rows.items():
+                if table not in tables:
+                    continue
+                have = found[table].get((part, wid), 0)
+                if have < expected:
+                    out[by_part[part]] = (f"{tables[table][1]}: {expected - have} of the {expected} rows of write "
+                                          f"{wid} cannot be found (damaged Delta log)")
+                    break
+            if by_part[part] in out:
+                break
+    return out
+
+
+class DamageChecks:
+    """Needs of the host class (``Store``): _snapshot, _latest_version, _canon, _data_files, _path."""
+
+    def damaged(self, run_ids: list[str] | None = None) -> dict[str, str]:
+        """Runs whose visible files are missing or not the size their commit recorded (truncated, say), or
+        whose live writes' rows a table does not hold (its log damaged): run id -> one line naming the file
+        or table. Cheap (no file is read, but those whose add actions lack statistics)."""
+        for _ in range(TRIES):
+            snap = self._snapshot()
+            out = self._damaged(snap, run_ids)
+            # Rows a concurrent replace swept after this snapshot was taken are not lost: look again.
+            if not out or self._latest_version() == snap.version:
+                return out
+        return out
+
+    def _lost(self, snap: Any, tables: tuple[str, ...], run_ids: list[str] | None) -> dict[str, str]:
+        """Run id -> the line naming a table that lacks rows of one of its live writes (``lost``)."""
+        loaded = {}
+        for table in tables:
+            path = self._path(table)
+            if snap.as_of is not None:
+                found = delta.load(path, as_of=snap.as_of)
+            else:
+                latest = delta.latest_version(path)
+                found = None if latest is None else delta.actions_at(path, latest)
+            loaded[table] = (found, path)
+        by_part = dict(zip(snap.runs.column(PART).to_pylist(), snap.runs.column("run_id").to_pylist()))
+        parts = None if run_ids is None else {_part(r) for r in run_ids}
+        return lost(loaded, by_part, snap.live_writes(), parts)
+
+    def _damaged(self, snap: Any, run_ids: list[str] | None) -> dict[str, str]:
+        by_part = dict(zip(snap.runs.column(PART).to_pylist(), snap.runs.column("run_id").to_pylist()))
+        run_ids = None if run_ids is None else [self._canon(r, snap) for r in run_ids]
+        wanted = None if run_ids is None else {_part(r) for r in run_ids}
+        out: dict[str, str] = {}
+        for table in DATA_TABLES:
+            for path, part, size in self._data_files(snap, table, None):
+                if (wanted is not None and part not in wanted) or by_part.get(part) in out:
+                    continue
+                actual = path.stat().st_size if path.exists() else None
+                if actual != size:
+                    what = "missing" if actual is None else f"{actual} bytes, its commit recorded {size}"
+                    out[by_part[part]] = f"{path}: damaged part file ({what})"
+        for run_id, problem in self._lost(snap, DATA_TABLES, run_ids).items():
+            out.setdefault(run_id, problem)
+        return out
