@@ -11,7 +11,7 @@ LAB_STORE := $(abspath $(or $(BEDSIDE_STORE),data/results))
 # Jupyter refuses to run as root without --allow-root (as in many containers).
 LAB_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root)
 
-.PHONY: demo test lab perf
+.PHONY: demo test test-fast lab perf
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q
+
+# The inner loop: everything but the tests named in tests/slow_tests.txt and the wheel install check.
+test-fast: $(STAMP)
+	$(VENV)/bin/python -m pytest -q -m 'not slow and not install'
 
 # Every benchmark of tests/perf/ in turn (minutes; needs ../shared/bedside-bench), then one table of
 # figures against targets for the README's measured section. PERF_ARGS="--only summary_speed" picks.

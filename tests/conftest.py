@@ -64,3 +64,14 @@ def snapshot(root: Path) -> dict[str, bytes]:
     if not root.exists():
         return {}
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+_SLOW = frozenset(line.strip() for line in (Path(__file__).with_name("slow_tests.txt")).read_text().splitlines()
+                  if line.strip() and not line.startswith("#"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks the tests named in tests/slow_tests.txt ``slow`` (``make test-fast`` leaves them out)."""
+    for item in items:
+        if item.nodeid.split("[", 1)[0] in _SLOW:
+            item.add_marker(pytest.mark.slow)
