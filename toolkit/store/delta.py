@@ -21,6 +21,7 @@ from typing import Any, Callable, TypeVar
 import polars as pl
 import pyarrow as pa
 
+from toolkit.sealed_files import seal_added
 from toolkit.store.paths import StoreError
 from toolkit.tables import DATASET_TABLES, TABLES
 
@@ -123,6 +124,7 @@ def _write(path: Path, data: pa.Table, **options: Any) -> None:
     if table is None:
         table = DeltaTable(str(path))
     write_deltalake(table, data, **options)
+    seal_added(path, table.version())  # the committed files: read-only on disk
     key = version_key(path, table.version())
     with _WRITERS_GUARD:
         if len(_WRITERS) > 64:
@@ -135,6 +137,7 @@ def delete(path: Path, predicate: str) -> None:
 
     if is_table(path):
         retry(lambda: DeltaTable(str(path)).delete(predicate), f"{path}: delete")
+        seal_added(path, latest_version(path))  # files a delete rewrote: read-only on disk
 
 
 def latest_version(path: Path) -> int | None:
