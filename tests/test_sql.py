@@ -287,3 +287,17 @@ def test_summary_table_says_whose_intervals_it_shows(tmp_path: Path, sample_data
     assert "note" not in table.stdout and "OVERALL (macro)" in table.stdout
     as_json = bedside_process(["summary", "--run", "r", "--store", str(store.root), "--json"])
     assert as_json.returncode == 0 and as_json.stderr == "" and json.loads(as_json.stdout)["r"]["overall_ci95"]
+
+
+def test_counting_the_rows_not_shown_stops_in_time(tmp_path: Path, capsys, sample_dataset, monkeypatch) -> None:
+    import toolkit.sql
+
+    store = Store.open(tmp_path / "st")
+    store.write_dataset(sample_dataset)
+    monkeypatch.setattr(toolkit.sql, "COUNT_SECONDS", 0.0)  # a result too long to count: say "at least"
+    assert main(["sql", "SELECT * FROM range(1000000)", "--store", str(store.root), "--max-rows", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert out.count("│") == 3 * 2
+    line, = err.splitlines()
+    assert line.startswith("sql: at least ") and "more rows not shown (counting stopped after a few seconds)" in line
+    assert 65_536 <= int(line.split()[3].replace(",", "")) < 999_997
