@@ -300,6 +300,7 @@ def test_bad_outputs_are_one_line_and_leave_files_alone(tmp_path: Path, sample_d
     assert main(["db", "--out", str(good), "--store", str(store.root)]) == 0
     kept = good.read_bytes()
     part = store.files("judgments")[0]
+    part.chmod(0o644)  # committed files are read-only on disk
     part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
     state = snapshot(store.root)
     line = _one_line(capsys, ["db", "--out", str(good), "--store", str(store.root)])

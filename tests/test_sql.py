@@ -180,6 +180,7 @@ def test_a_column_csv_cannot_hold_is_one_line(tmp_path: Path, capsys, sample_dat
 def test_truncated_part_file_is_one_line(tmp_path: Path, capsys, sample_dataset) -> None:
     store = _filled_store(tmp_path, sample_dataset)
     part = store.files("answers")[0]
+    part.chmod(0o644)  # committed files are read-only on disk
     part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
     line = _one_line(capsys, ["sql", "SELECT count(*) FROM answers", "--store", str(store.root)])
     assert line.startswith("bedside: error: ") and part.name in line
@@ -216,3 +217,87 @@ def test_ctrl_c_in_sql_exits_130_with_one_line(tmp_path: Path, sample_dataset) -
         proc.kill()
     assert proc.returncode == 130, (out, err)
     assert err.splitlines() == ["bedside: interrupted"], err
+
+
+# -- a long result in table format: the first rows, and how many more --------------------------------
+
+_PEAK = ("import atexit, resource\n"
+         "atexit.register(lambda: sys.stderr.write("
+         "f'peak_rss_kb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n'))")
+
+
+def _peak_kb(stderr: str) -> int:
+    return int(next(line for line in stderr.splitlines() if line.startswith("peak_rss_kb=")).split("=")[1])
+
+
+def test_a_long_table_shows_its_first_rows_in_bounded_memory(tmp_path: Path, sample_dataset) -> None:
+    from tests.test_cli_process import bedside_process
+
+    store = Store.open(tmp_path / "st")
+    store.write_dataset(sample_dataset)
+    small = bedside_process(["sql", "SELECT 1 AS one", "--store", str(store.root)], prelude=_PEAK)
+    assert small.returncode == 0, small.stderr
+    assert [line for line in small.stderr.splitlines() if not line.startswith("peak_rss_kb=")] == []
+    big = bedside_process(["sql", "SELECT * FROM range(5000000)", "--store", str(store.root)], prelude=_PEAK)
+    assert big.returncode == 0, big.stderr
+    # 1,000 rows of the table (and its 4 lines of frame), then one line saying what was left out
+    rows = [line for line in big.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 1000 and rows[0].split()[1] == "0" and rows[-1].split()[1] == "999"
+    notes = [line for line in big.stderr.splitlines() if not line.startswith("peak_rss_kb=")]
+    assert notes == ["sql: 4,999,000 more rows not shown (the first 1,000 of 5,000,000); --max-rows N shows more, "
+                     "--format csv or json prints every row"]
+    # Holding 5 million rows took ~3.5 GB; streamed, the process stays near the size of a one-row query.
+    assert _peak_kb(big.stderr) - _peak_kb(small.stderr) < 150_000, (_peak_kb(small.stderr), _peak_kb(big.stderr))
+    few = bedside_process(["sql", "SELECT * FROM range(5)", "--store", str(store.root), "--max-rows", "5"])
+    assert few.returncode == 0 and few.stderr == "" and few.stdout.count("│") == 5 * 2
+    one_more = bedside_process(["sql", "SELECT * FROM range(6)", "--store", str(store.root), "--max-rows", "5"])
+    assert one_more.stderr.splitlines() == ["sql: 1 more row not shown (the first 5 of 6); --max-rows N shows more, "
+                                            "--format csv or json prints every row"]
+    wrong = bedside_process(["sql", "SELECT 1", "--store", str(store.root), "--max-rows", "5", "--format", "csv"])
+    assert wrong.returncode == 1 and wrong.stderr.startswith("bedside: error: --max-rows: only for the table format")
+
+
+def test_a_query_that_starts_with_a_comment_says_how_to_pass_it(tmp_path: Path, sample_dataset) -> None:
+    from tests.test_cli_process import bedside_process
+
+    store = Store.open(tmp_path / "st")
+    store.write_dataset(sample_dataset)
+    query = "-- my query\nSELECT 42 AS answer"
+    done = bedside_process(["sql", query, "--store", str(store.root)])
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == ('bedside: error: sql: a query that starts with "--" must follow a "--" separator, after '
+                           'the options: bedside sql [OPTIONS] -- "-- my query ..."\n')
+    passed = bedside_process(["sql", "--store", str(store.root), "--format", "json", "--", query])
+    assert passed.returncode == 0 and json.loads(passed.stdout) == [{"answer": 42}], passed.stderr
+    usage = bedside_process(["sql", "SELECT 1", "--no-such-option"])  # other mistakes: click's usage error, as before
+    assert usage.returncode == 2 and "No such option" in usage.stderr
+
+
+# -- summary: which interval is which -------------------------------------------------------------
+
+def test_summary_table_says_whose_intervals_it_shows(tmp_path: Path, sample_dataset) -> None:
+    from tests.test_cli_process import bedside_process
+
+    store = _filled_store(tmp_path, sample_dataset)
+    table = bedside_process(["summary", "--run", "r", "--store", str(store.root)])
+    assert table.returncode == 0, table.stderr
+    assert table.stderr.splitlines() == [
+        "note: ci95 is the reference runner's percentile bootstrap interval over cases (bit-exact; it leaves out "
+        "answer and judge variance); `bedside compare` computes its own intervals"]
+    assert "note" not in table.stdout and "OVERALL (macro)" in table.stdout
+    as_json = bedside_process(["summary", "--run", "r", "--store", str(store.root), "--json"])
+    assert as_json.returncode == 0 and as_json.stderr == "" and json.loads(as_json.stdout)["r"]["overall_ci95"]
+
+
+def test_counting_the_rows_not_shown_stops_in_time(tmp_path: Path, capsys, sample_dataset, monkeypatch) -> None:
+    import toolkit.sql
+
+    store = Store.open(tmp_path / "st")
+    store.write_dataset(sample_dataset)
+    monkeypatch.setattr(toolkit.sql, "COUNT_SECONDS", 0.0)  # a result too long to count: say "at least"
+    assert main(["sql", "SELECT * FROM range(1000000)", "--store", str(store.root), "--max-rows", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert out.count("│") == 3 * 2
+    line, = err.splitlines()
+    assert line.startswith("sql: at least ") and "more rows not shown (counting stopped after a few seconds)" in line
+    assert 65_536 <= int(line.split()[3].replace(",", "")) < 999_997

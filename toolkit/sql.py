@@ -7,18 +7,22 @@ toolkit's numbers exactly. Bootstrap intervals are not SQL: ``run_intervals`` is
 ``toolkit.summary`` when a query needs them (they cost a bootstrap).
 
 ``query`` is what ``bedside sql`` runs: one read-only statement on a locked connection that
-can read the store's current Parquet files and nothing else.
+can read the store's current Parquet files and nothing else; ``query_head`` runs it for a table of its
+first rows, counting the rest without holding them.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import time
+from typing import Callable, TypeVar
 
 import duckdb
 import polars as pl
 
 from toolkit import views
+from toolkit.locked_connection import LockedConnection, explained, parsed
 from toolkit.selection import read_runs
 from toolkit.store import Store, StoreError
 from toolkit.summary import SummaryOptions, summarize_data
@@ -28,7 +32,9 @@ DERIVED = ("pass_scores", "case_scores", "benchmark_scores", "run_summary")
 _WITH_INTERVALS = ("benchmark_scores", "run_summary", "run_intervals")
 READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 _FIRST_WORD = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)", re.S)
-_EXPLAIN = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*explain\s*(?:\([^)]*\)\s*)?(?:analy[sz]e\b)?", re.I | re.S)
+COUNT_SECONDS = 5.0  # how long ``query_head`` counts the rows it does not show before it says "at least"
+_BATCH_ROWS = 65536  # rows DuckDB hands over at a time while the rest is counted
+T = TypeVar("T")
 
 
 class SQLRefused(ValueError):
@@ -36,7 +42,7 @@ class SQLRefused(ValueError):
 
 
 def connect(store: Store, derived: tuple[str, ...] = DERIVED, options: SummaryOptions = SummaryOptions(),
-            read_only: bool = True) -> duckdb.DuckDBPyConnection:
+            read_only: bool = True) -> LockedConnection | duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the store's tables and the derived relations as views.
 
     Every view is always there (they are SQL, computed when read); ``derived`` names the ones the caller
@@ -48,10 +54,11 @@ def connect(store: Store, derived: tuple[str, ...] = DERIVED, options: SummaryOp
     DuckDB's file access is switched off except for the current snapshot's Parquet files
     (``enable_external_access=false`` with ``allowed_paths``), Python variables are no longer
     scanned as tables, and the configuration is locked, so ``read_text('/etc/passwd')``,
-    ``ATTACH``, ``INSTALL``/``LOAD`` and ``COPY`` to any other file fail. ``con.register`` of your
-    own frames still works. DuckDB itself does not refuse a ``COPY`` onto one of those snapshot
-    files, so run SQL you did not write through ``query``, which admits one read statement only.
-    ``read_only=False``: the same views on an unrestricted connection (to ``COPY`` results out or
+    ``ATTACH``, ``INSTALL``/``LOAD`` and ``COPY`` to any other file fail. DuckDB would still write
+    the snapshot files themselves, so the connection comes wrapped (``toolkit.locked_connection``):
+    ``COPY``, ``EXPORT`` and ``ATTACH`` statements and a relation's ``to_parquet``/``to_csv`` are
+    refused (``ReadOnlyRefused``, a ``duckdb.PermissionException``). ``con.register`` of your own
+    frames, temporary tables and views still work. ``read_only=False``: the same views on an unrestricted connection (to ``COPY`` results out or
     ``ATTACH`` a database of your own; the views still only read).
     Raises StoreError when a part file is unreadable or the store path is not UTF-8 text.
     """
@@ -69,6 +76,7 @@ def connect(store: Store, derived: tuple[str, ...] = DERIVED, options: SummaryOp
                         "autoload_known_extensions", "allow_community_extensions"):
             con.execute(f"SET {setting} = false")
         con.execute("SET lock_configuration = true")
+        return LockedConnection(con)
     return con
 
 
@@ -116,30 +124,73 @@ def query(store: Store, sql: str, options: SummaryOptions = SummaryOptions()) ->
     """Run one read statement (SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN) over
     the store on a read-only connection; SQLRefused for anything else (COPY, ATTACH, CREATE, DROP,
     INSERT, SET, PRAGMA, CALL, ... or several statements). duckdb.Error for a failing query."""
-    statements = duckdb.connect(":memory:").extract_statements(sql)  # parses only: no store needed yet
-    _check_read_only(statements)
-    con = connect(store, derived=referenced(sql), options=options, read_only=True)
+    con = _read_only(store, sql, options)
     try:
-        return _interruptible(con, sql)
+        return _interruptible(con, lambda: con.sql(sql).pl())
     finally:
         con.close()
 
 
-def _interruptible(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
-    """Run the query on a worker thread: DuckDB does not look at Python's signals while it runs, so
+def query_head(store: Store, sql: str, rows: int, show: Callable[[pl.DataFrame], None],
+               options: SummaryOptions = SummaryOptions()) -> tuple[int, bool]:
+    """Run ``sql`` as ``query`` does, hand its first ``rows`` rows to ``show``, then count the rows after
+    them: DuckDB streams them in batches, so memory stays that of one batch however long the result.
+    Returns (rows not shown, whether all were counted: counting stops after ``COUNT_SECONDS``)."""
+    con = _read_only(store, sql, options)
+    try:
+        reader = _interruptible(con, lambda: con.sql(sql).to_arrow_reader(max(rows + 1, _BATCH_ROWS)))
+        first, held = _interruptible(con, lambda: _first_rows(reader, rows))
+        show(first)
+        return _interruptible(con, lambda: _count_rest(reader, held - first.height))
+    finally:
+        con.close()
+
+
+def _first_rows(reader, wanted: int) -> tuple[pl.DataFrame, int]:
+    """The first ``wanted`` rows, and how many rows the batches read for them hold (one more at least, when
+    there are more: so a result of exactly ``wanted`` rows is not said to have more)."""
+    import pyarrow as pa
+
+    batches, held = [], 0
+    while held <= wanted:
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            break
+        batches.append(batch)
+        held += batch.num_rows
+    return pl.from_arrow(pa.Table.from_batches(batches, schema=reader.schema).slice(0, wanted)), held
+
+
+def _count_rest(reader, seen: int) -> tuple[int, bool]:
+    deadline = time.monotonic() + COUNT_SECONDS
+    for batch in reader:
+        seen += batch.num_rows
+        if time.monotonic() > deadline:
+            return seen, False
+    return seen, True
+
+
+def _read_only(store: Store, sql: str, options: SummaryOptions) -> LockedConnection:
+    _check_read_only(parsed(sql))  # parses only: no store needed yet
+    return connect(store, derived=referenced(sql), options=options, read_only=True)
+
+
+def _interruptible(con: LockedConnection, work: Callable[[], T]) -> T:
+    """Run ``work`` on a worker thread: DuckDB does not look at Python's signals while it runs, so
     the main thread waits, takes Ctrl-C (KeyboardInterrupt) and interrupts the query."""
     outcome: dict[str, object] = {}
     done = threading.Event()
 
-    def work() -> None:
+    def run() -> None:
         try:
-            outcome["frame"] = con.sql(sql).pl()
+            outcome["value"] = work()
         except BaseException as error:  # handed to the main thread
             outcome["error"] = error
         finally:
             done.set()
 
-    threading.Thread(target=work, name="bedside-sql", daemon=True).start()
+    threading.Thread(target=run, name="bedside-sql", daemon=True).start()
     try:
         while not done.wait(0.2):  # an Event wait, not Thread.join: Ctrl-C reaches us here
             pass
@@ -149,7 +200,7 @@ def _interruptible(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
         raise
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
-    return outcome["frame"]  # type: ignore[return-value]
+    return outcome["value"]  # type: ignore[return-value]
 
 
 def _check_read_only(statements: list) -> None:
@@ -161,8 +212,7 @@ def _check_read_only(statements: list) -> None:
     kind = statement.type
     if kind == duckdb.StatementType.EXPLAIN:
         # EXPLAIN ANALYZE runs what it explains: the explained statement must be a read too
-        head = _EXPLAIN.match(statement.query)
-        inner = duckdb.connect(":memory:").extract_statements(statement.query[head.end():]) if head else []
+        inner = explained(statement)
         if len(inner) != 1 or inner[0].type != duckdb.StatementType.SELECT:
             raise SQLRefused("EXPLAIN of a statement that is not a SELECT is refused: `bedside sql` only reads")
     elif kind not in READ_STATEMENTS:

@@ -216,6 +216,21 @@ def markdown() -> str:
         "`Store.version()` is the `runs` table's Delta version. The views and the database file show the tables'",
         "columns below, without the storage columns `write_id`, `part` and `runs.write_ids`.",
         "",
+        "Committed files are never changed: a commit makes the data files it adds read-only on disk (mode 0444;",
+        "deleting them, as a vacuum does, still works), and the connection `bs.connect(store)` hands out refuses",
+        "`COPY`, `EXPORT`, `ATTACH` and a relation's `to_parquet`/`to_csv`, since DuckDB lets a locked connection",
+        "write the files it may read (`bs.connect(store, read_only=False)` writes files of your own).",
+        "",
+        "## CSV files",
+        "",
+        "Every CSV the toolkit writes (a report's `tables/*.csv`, `--format csv` of `compare`, `items`, `harms`,",
+        "`agreement` and `sql`) is meant for spreadsheets, which run a cell starting with `=`, `+`, `-` or `@` (or",
+        "a TAB or CR before one) as a formula. So a text cell, or a column name, starting with one of",
+        "`= + - @ TAB CR` is written with a single quote `'` in front (the OWASP rule): a run id",
+        "`=HYPERLINK(...)` is written `'=HYPERLINK(...)`. Only text columns change: numbers are written as",
+        "numbers (a negative delta stays `-0.308`). For the stored text exactly, use",
+        "`bedside sql --format csv --raw-csv` (CSV for programs), JSON output, or the store itself.",
+        "",
     ]
     for t in TABLES.values():
         out += [f"## `{t.name}`", "", t.doc, "", f"One row per {t.grain}. Key: `{', '.join(t.key)}`. "

@@ -72,12 +72,14 @@ def emit_sections(sections: dict[str, pl.DataFrame], fmt: str, section: str | No
         click.echo(dumps({"notes": notes, **{n: f.to_dicts() for n, f in clean.items()}}, indent=2, default=str))
         return
     if fmt == "csv":
+        from toolkit.spreadsheet import write_csv
+
         for note in notes:
             click.echo(f"note: {note}", err=True)
         for name, frame in clean.items():
             if len(clean) > 1:
                 sys.stdout.write(f"# {name}\n")
-            sys.stdout.write(frame.write_csv())
+            sys.stdout.write(write_csv(frame))  # formula-like text cells neutralised
             if len(clean) > 1:
                 sys.stdout.write("\n")
         return

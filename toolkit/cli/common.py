@@ -191,7 +191,9 @@ def emit(frame: pl.DataFrame, fmt: str, title: str | None = None, optional: Sequ
     the first), and a caption names them; ``--wide`` prints every column. CSV and JSON are never cut.
     """
     if fmt == "csv":
-        sys.stdout.write(frame.write_csv())
+        from toolkit.spreadsheet import write_csv  # formula-like text cells neutralised
+
+        sys.stdout.write(write_csv(frame))
     elif fmt == "json":
         from toolkit.inputs import dumps
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from decimal import Decimal
 
 import click
@@ -88,6 +89,10 @@ def export_cmd(run_id: str, out: str, store_dir: str | None) -> None:
     click.echo(f"wrote {rows} and {summary}")
 
 
+INTERVALS_NOTE = ("note: ci95 is the reference runner's percentile bootstrap interval over cases (bit-exact; "
+                  "it leaves out answer and judge variance); `bedside compare` computes its own intervals")
+
+
 @click.command("summary")
 @click.option("--run", "runs", multiple=True, help="Run id (repeatable).")
 @click.option("--all", "all_runs", is_flag=True, help="Every run in the store.")
@@ -119,24 +124,65 @@ def summary_cmd(runs: tuple[str, ...], all_runs: bool, order: str, as_json: bool
         rows.append({"benchmark": "OVERALL (macro)", "n": s["completed_cases"], "mean": s["overall_macro_mean"],
                      "ci95_low": lo, "ci95_high": hi})
         emit(pl.DataFrame(rows), "table")
+    click.echo(INTERVALS_NOTE, err=True)
 
 
-@click.command("sql")
+class _QueryCommand(click.Command):
+    """``sql``: a query that starts with ``--`` (an SQL comment) would be read as an option; say how to
+    pass it rather than click's "no such option"."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        for arg in args:
+            if arg == "--":
+                break
+            if arg.startswith("--") and any(c.isspace() for c in arg.partition("=")[0]):
+                error = CommandError(['sql: a query that starts with "--" must follow a "--" separator, after '
+                                      'the options: bedside sql [OPTIONS] -- "-- my query ..."'])
+                error.exit_code = 2
+                raise error
+        return super().parse_args(ctx, args)
+
+
+MAX_ROWS = 1000  # rows a table shows by default: the rest are counted, not held
+
+
+@click.command("sql", cls=_QueryCommand)
 @click.argument("query")
 @format_option
+@click.option("--max-rows", type=click.IntRange(min=1), default=None,
+              help=f"Table format: show at most this many rows (default {MAX_ROWS:,}) and count the rest; "
+                   "csv and json print every row.")
+@click.option("--raw-csv", is_flag=True,
+              help="With --format csv: text exactly as stored, for programs; by default a text cell that starts "
+                   "with = + - @ TAB or CR gets a ' in front, so a spreadsheet does not run it as a formula.")
 @store_option
-def sql_cmd(query: str, fmt: str, store_dir: str | None) -> None:
+def sql_cmd(query: str, fmt: str, max_rows: int | None, raw_csv: bool, store_dir: str | None) -> None:
     """Run one read-only SQL statement over the store: tables runs, answers, judgments, decisions,
     cases, rubric_items and derived pass_scores, case_scores, benchmark_scores, run_summary.
-    Reads the store's current files and nothing else; statements that write are refused."""
+    Reads the store's current files and nothing else; statements that write are refused.
+
+    CSV is for spreadsheets: a text cell starting with = + - @ TAB or CR is written with a ' in front
+    (numbers are never changed); --raw-csv writes text as stored. A query that starts with an SQL
+    comment goes last, after a -- separator: bedside sql --format csv -- "-- note ..."."""
     import duckdb
 
-    from toolkit.sql import SQLRefused, query as run_query
+    from toolkit.sql import SQLRefused, query as run_query, query_head
 
+    if raw_csv and fmt != "csv":
+        raise CommandError(["--raw-csv: only with --format csv"])
+    if max_rows is not None and fmt != "table":
+        raise CommandError([f"--max-rows: only for the table format (--format {fmt} prints every row; "
+                            "add LIMIT to the query for fewer)"])
     store = open_store(store_dir)
     if not store.root.is_dir():
         raise CommandError([f"{store.root}: no store here (give --store DIR or set BEDSIDE_STORE)"])
     try:
+        if fmt == "table":
+            shown = max_rows or MAX_ROWS
+            rest, counted = query_head(store, query, shown, lambda frame: emit(frame, "table"))
+            if rest:
+                click.echo(_not_shown(shown, rest, counted), err=True)
+            return
         frame = run_query(store, query)
     except SQLRefused as error:
         raise CommandError([f"SQL: refused: {error}"]) from None
@@ -144,7 +190,22 @@ def sql_cmd(query: str, fmt: str, store_dir: str | None) -> None:
         raise Interrupted() from None
     except duckdb.Error as error:
         raise CommandError([f"SQL: {str(error).splitlines()[0]}"]) from None
-    emit(_printable(frame, fmt), fmt)
+    frame = _printable(frame, fmt)
+    if fmt == "csv":
+        from toolkit.spreadsheet import write_csv
+
+        sys.stdout.write(write_csv(frame, raw=raw_csv))
+    else:
+        emit(frame, fmt)
+
+
+def _not_shown(shown: int, rest: int, counted: bool) -> str:
+    """The line after a table cut at ``shown`` rows."""
+    if counted:
+        head = f"sql: {rest:,} more row{'s' if rest != 1 else ''} not shown (the first {shown:,} of {shown + rest:,})"
+    else:
+        head = f"sql: at least {rest:,} more rows not shown (counting stopped after a few seconds)"
+    return head + "; --max-rows N shows more, --format csv or json prints every row"
 
 
 def _printable(frame: pl.DataFrame, fmt: str) -> pl.DataFrame:

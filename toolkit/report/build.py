@@ -175,11 +175,13 @@ def _write(target: Path, built: dict, options: ReportOptions, a: Analyses) -> di
                 if f.data is not None:
                     tables[f"figure_{f.key}"] = f.data
         tables.update(built["extra"])
+        from toolkit.spreadsheet import write_csv  # formula-like text cells neutralised
+
         for key, frame in sorted(tables.items()):
             # 12 decimals: far below any reported digit, and above the last-bit noise of a parallel sum whose
             # order can vary between two runs (which would otherwise break byte-for-byte determinism).
-            frame.with_columns(pl.col(pl.Float64).fill_nan(None)).write_csv(
-                staging / "tables" / f"{key}.csv", float_precision=12)
+            write_csv(frame.with_columns(pl.col(pl.Float64).fill_nan(None)),
+                      staging / "tables" / f"{key}.csv", float_precision=12)
         (staging / "index.html").write_text(render_html(context), encoding="utf-8")
         (staging / "report.md").write_text(render_markdown(context), encoding="utf-8")
         if target.exists():

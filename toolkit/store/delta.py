@@ -22,6 +22,7 @@ import polars as pl
 import pyarrow as pa
 
 from toolkit.store.disk import SLACK, is_no_space, no_space, quiet_panics, room
+from toolkit.store.sealed import seal_added
 from toolkit.store.paths import StoreError
 from toolkit.tables import DATASET_TABLES, TABLES
 
@@ -129,6 +130,7 @@ def _write(path: Path, data: pa.Table, **options: Any) -> None:
     if table is None:
         table = DeltaTable(str(path))
     write_deltalake(table, data, **options)
+    seal_added(path, table.version())  # the committed files: read-only on disk
     key = version_key(path, table.version())
     with _WRITERS_GUARD:
         if len(_WRITERS) > 64:
@@ -141,6 +143,7 @@ def delete(path: Path, predicate: str) -> None:
 
     if is_table(path):
         retry(lambda: DeltaTable(str(path)).delete(predicate), path, "delete")
+        seal_added(path, latest_version(path))  # files a delete rewrote: read-only on disk
 
 
 def latest_version(path: Path) -> int | None:

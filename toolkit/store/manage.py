@@ -142,6 +142,7 @@ class RunManagement:
         with store_lock(self.root / ".locks" / "store.lock"):
             try:
                 delta.load(path).optimize.compact()
+                delta.seal_added(path, delta.latest_version(path))  # the compacted files: read-only on disk
             except Exception:  # a concurrent runs commit won; compaction can wait for the next time
                 pass
 
