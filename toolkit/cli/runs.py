@@ -32,7 +32,7 @@ def runs(ctx: click.Context, as_json: bool, store_dir: str | None) -> None:
     if not listed:
         say(no_runs_message(store))
         return
-    # The three case counts share one column so that the table fits 80 columns with the models in it.
+    # The three case counts (of the run's dataset) share one column, so that the judges fit at 80 columns.
     cases = COVERAGE
     frame = pl.DataFrame([{
         "run_id": r["run_id"], "answer_model": r["answer_model"], "judges": r["judges"],
@@ -41,7 +41,6 @@ def runs(ctx: click.Context, as_json: bool, store_dir: str | None) -> None:
     } for r in listed], schema={c: pl.String for c in ("run_id", "answer_model", "judges", cases, "dataset", "source",
                                                         "created", "updated")})
     emit(frame, "table", f"runs in {store.root}", optional=("created", "source", "dataset", "updated"))
-    say("cases of the run's dataset: completed / failed / not attempted")
     for r in listed:
         if r["damaged"]:
             say(f"{r['run_id']}: damaged: {r['damaged']}")

@@ -3,7 +3,7 @@
 A table fits the terminal (``COLUMNS`` or its real width; 80 when output is not a terminal). Headers
 wrap between words and long texts wrap down to ``FOLD_WIDTH`` before any column is left out; then
 columns go in this order: a copy of another column, an empty one, one the caller names as derived,
-one with a single value in every row, the caller's ``optional``, ``SECONDARY_COLUMNS``, the rest from
+the caller's ``optional``, one with a single value in every row, ``SECONDARY_COLUMNS``, the rest from
 the right, ``ESSENTIAL_COLUMNS`` from its end; the first column only when it is detail (item_id).
 The caption names what is not shown. ``wide`` shows every column at full width.
 """
@@ -81,15 +81,18 @@ def print_table(frame: Any, title: str | None, optional: Sequence[str] = (), wid
     notes = _droppable_notes(columns, cells, derived or {})
     shown = list(columns)
     if not wide:
-        first = [c for c in (*notes, *optional, *SECONDARY_COLUMNS) if c in columns]
+        said = [c for c in notes if notes[c].startswith(" (")]  # copies, empty and derived columns
+        first = [c for c in (*said, *optional, *notes, *SECONDARY_COLUMNS) if c in columns]
         rest = [c for c in reversed(columns[1:]) if c not in ESSENTIAL_COLUMNS]
         last = [c for c in reversed(ESSENTIAL_COLUMNS) if c in columns[1:]]
         droppable = list(dict.fromkeys(first + rest + last))  # the first column only as detail (item_id)
         while _table_width(need[c] for c in shown) > width and droppable and len(shown) > 1:
             shown.remove(droppable.pop(0))
-        # Detail goes before a headline cell is cut in two (an interval under its value, a wrapped text).
+        # Detail goes before an estimate's cell is cut in two (its interval under it).
+        whole = {c: max([need[c], *(cell_len(row[at[c]]) for row in cells if _INTERVAL.fullmatch(row[at[c]]))])
+                 for c in columns}
         detail = [c for c in droppable if c in first]
-        while _table_width(max(need[c], content[c]) for c in shown) > width and detail:
+        while _table_width(whole[c] for c in shown) > width and detail:
             shown.remove(detail.pop(0))
     hidden = [c for c in columns if c not in shown]
     caption = (f"not shown: {', '.join(c + notes.get(c, '') for c in hidden)} (--wide shows every column)"
