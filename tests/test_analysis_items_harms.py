@@ -141,7 +141,13 @@ def test_severe_case_rates_count_only_cases_that_can_have_the_event(tmp_path: Pa
     assert (both["value"], both["n_cases"], both["denominator"]) == (pytest.approx(1 / 3), 3, 3.0)
     per_item = row("half", "both", "severe_omissions_per_item")
     assert (per_item["value"], per_item["denominator"]) == (pytest.approx(1 / 3), 3.0)  # j of a, d, j
-    assert frame.filter(pl.col("ci_low").is_not_null()).height == frame.filter(pl.col("value").is_not_null()).height
+    # An interval, or none with the reason: a rate every resample gives alike is no 95% interval.
+    valued = frame.filter(pl.col("value").is_not_null())
+    assert valued.filter(pl.col("ci_low").is_null() != pl.col("ci_note").is_not_null()).height == 0
+    with_interval = valued.filter(pl.col("ci_low").is_not_null())
+    assert (with_interval["ci_low"] < with_interval["ci_high"]).all()
+    careless = row("careless", "safety_diagnostic", "severe_omission_case_rate")  # both cases have the event
+    assert (careless["ci_low"], careless["ci_note"]) == (None, "no variation between cases: no interval")
 
 
 def test_items_by_hand(hand_store: Store) -> None:

@@ -1,9 +1,11 @@
 """Analyses over stored runs: comparisons, rubric items, harms and judge agreement (polars in, polars out).
 
 Modules: ``paired`` (shared-index bootstrap engine), ``matrix`` (aligned runs x cases scores),
-``compare`` (leaderboard, ranks) and ``pairs`` (paired differences), ``paired_t`` (their stratified t), ``multiplicity`` (Holm, BH),
-``wilcoxon`` (signed-rank p), ``ratios`` (ratios of case sums with case-resampled intervals),
-``items``, ``harms``,
+``compare`` (the comparison of stored runs) over ``case_comparison`` (leaderboard, pairs, versus from
+case scores), ``ranking`` (who is ranked, rank intervals, tie groups), ``pairs`` (paired differences),
+``paired_t`` (their stratified t, and the runs' intervals), ``multiplicity`` (Holm, BH),
+``wilcoxon`` and ``van_elteren`` (signed-rank p, plain and stratified),
+``ratios`` (ratios of case sums with case-resampled intervals), ``items``, ``harms``,
 ``reliability`` (kappa, alpha) and ``agreement``, ``judge_noise`` (the gap the judge alone could make),
 ``planning`` (power and cases needed), ``runs`` (run facts, which runs are comparable).
 """

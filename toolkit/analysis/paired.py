@@ -18,13 +18,14 @@ mutually consistent.
 Pairwise differences take their interval and p-value from a stratified paired t
 (``toolkit.analysis.paired_t``), not from these resamples: at 25 cases per benchmark
 the resampled distribution's normal tails and plug-in variance rejected too many
-true nulls, and a t interval and its p-value agree by construction. The resamples
-serve the run means' intervals, the rank intervals and the ratio statistics
-(harms, item rates).
+true nulls, and a t interval and its p-value agree by construction. For the same
+reason ``compare``'s run intervals are the stratified t of the run's own scores.
+The resamples serve the rank intervals and the ratio statistics (harms, item
+rates).
 
 Small strata: the percentile interval of a stratum mean of m cases reflects the
 plug-in variance (divisor m), smaller than the unbiased estimate by (m - 1) / m,
-and normal-like tails; below ~20 cases per benchmark the run intervals
+and normal-like tails; below ~20 cases per benchmark percentile intervals
 under-cover, which the commands say in a note (``small_sample_note``).
 """
 
@@ -229,11 +230,8 @@ def small_sample_note(smallest: int | None, paired: bool = True) -> list[str]:
     note = (f"bootstrap intervals are optimistic below ~{SMALL_STRATUM} cases per benchmark (smallest here: "
             f"{smallest}): percentile intervals under-cover there")
     if paired:
-        note += ("; paired differences (pairwise rows) use Student's t with the benchmarks' degrees of freedom, "
-                 "which holds at that size")
+        note += ("; run and pairwise intervals use Student's t with the benchmarks' degrees of freedom, which holds "
+                 "at that size (the resamples serve the rank intervals)")
     if smallest < 2:
-        note += "; a benchmark with a single case has no spread to estimate: its interval is that one score"
-        if paired:
-            note += ", and a pair whose differences never vary gets an exact sign test and a point interval"
+        note += "; a benchmark with a single case has no spread to estimate: no interval rests on it (see ci_note)"
     return [note]
-
