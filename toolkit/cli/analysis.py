@@ -58,7 +58,8 @@ def _table_view(frame: pl.DataFrame) -> pl.DataFrame:
             out = out.with_columns(pl.col(name).map_elements(_p_text, return_dtype=pl.String))
     estimate = next((c for c in ESTIMATES if c in frame.columns), None)
     if estimate is not None and {"ci_low", "ci_high"} <= set(frame.columns):
-        out = out.with_columns(_interval_cell(estimate).alias(estimate)).drop("ci_low", "ci_high")
+        note = "ci_note" if "ci_note" in frame.columns else None
+        out = out.with_columns(_interval_cell(estimate, note).alias(estimate)).drop("ci_low", "ci_high", note or [])
         out = out.rename({estimate: f"{estimate} [95% ci]"})
     counts = ("completed", "failed", "not_attempted")
     if set(counts) <= set(out.columns):
@@ -78,12 +79,15 @@ def _fixed(value: float | None) -> str:
     return f"{value:.3f}"
 
 
-def _interval_cell(value: str) -> pl.Expr:
-    """"0.856 [0.823, 0.886]": three decimals each; the estimate alone when it has no interval."""
+def _interval_cell(value: str, note: str | None = None) -> pl.Expr:
+    """"0.856 [0.823, 0.886]": three decimals each; without an interval, the estimate and the reason
+    (``note``: "1.000 [no variation between cases: no interval]"), else the estimate alone."""
     text = [pl.col(c).map_elements(_fixed, return_dtype=pl.String) for c in (value, "ci_low", "ci_high")]
     both = pl.col("ci_low").is_not_null() & pl.col("ci_high").is_not_null() & pl.col("ci_low").is_not_nan() \
         & pl.col("ci_high").is_not_nan()
-    return pl.when(both).then(pl.format("{} [{}, {}]", *text)).otherwise(text[0])
+    alone = text[0] if note is None else pl.when(pl.col(note).is_not_null() & (pl.col(note) != "")).then(
+        pl.format("{} [{}]", text[0], pl.col(note))).otherwise(text[0])
+    return pl.when(both).then(pl.format("{} [{}, {}]", *text)).otherwise(alone)
 
 
 def emit_sections(sections: dict[str, pl.DataFrame], fmt: str, section: str | None, notes: list[str],
@@ -122,7 +126,8 @@ DERIVED = {"miss_rate": "1 - match_rate"}  # left out first at narrow widths, na
 def _benchmark_view(benchmarks: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
     """Benchmarks down and runs across when that fits the terminal, else one row per benchmark x run."""
     runs = benchmarks["run_id"].unique(maintain_order=True).to_list()
-    cells = benchmarks.with_columns(cell=_interval_cell("mean"))
+    cells = benchmarks.with_columns(cell=_interval_cell("mean", "ci_note" if "ci_note" in benchmarks.columns
+                                                        else None))
     grid = cells.pivot(on="run_id", index="benchmark", values="cell", aggregate_function="first")
     if table_fits(grid.select("benchmark", *runs)):
         return [("benchmarks (mean [95% ci])", grid)]
@@ -139,7 +144,7 @@ HARM_METRICS = ("f1", "severe_omission_case_rate", "severe_commission_case_rate"
 
 def _harm_view(frame: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
     """One table per scope, a row per run, a column per metric (the harm rates first after F1)."""
-    cells = frame.with_columns(cell=_interval_cell("value"))
+    cells = frame.with_columns(cell=_interval_cell("value", "ci_note" if "ci_note" in frame.columns else None))
     metrics = frame["metric"].unique(maintain_order=True).to_list()
     order = [m for m in HARM_METRICS if m in metrics] + [m for m in metrics if m not in HARM_METRICS]
     out = []

@@ -48,7 +48,8 @@ def terminal_width() -> int:
 
 
 def table_fits(frame: Any) -> bool:
-    """Whether every column of ``frame`` fits the terminal whole (or ``--wide`` asked for every column)."""
+    """Whether every column of ``frame`` fits the terminal, each at its narrowest (headers wrapped, intervals
+    under their values), or ``--wide`` asked for every column."""
     import click
     from rich.cells import cell_len
 
@@ -56,7 +57,8 @@ def table_fits(frame: Any) -> bool:
     if ctx is not None and ctx.find_root().meta.get(WIDE_KEY):
         return True
     rows = [[visible(_cell(v)) for v in row] for row in frame.iter_rows()]
-    widths = [max([cell_len(c.replace("_", " ")), *(cell_len(row[i]) for row in rows)]) for i, c in enumerate(frame.columns)]
+    widths = [max([max(map(cell_len, c.replace("_", " ").split() or [""])), *(_narrowest(row[i]) for row in rows)])
+              for i, c in enumerate(frame.columns)]
     return _table_width(widths) <= terminal_width()
 
 
@@ -141,8 +143,8 @@ def _narrowest(cell: str) -> int:
     from rich.cells import cell_len
 
     interval = _INTERVAL.fullmatch(cell)
-    if interval:
-        return max(cell_len(interval.group(1)), cell_len(interval.group(2)))
+    if interval:  # a reason in place of the interval wraps as text does
+        return max(cell_len(interval.group(1)), min(cell_len(interval.group(2)), FOLD_WIDTH))
     return min(cell_len(cell), FOLD_WIDTH)
 
 
