@@ -174,7 +174,8 @@ def _paired_samples(samples: int, command: str) -> None:
 @click.option("--benchmarks", "per_benchmark", is_flag=True,
               help="Pairwise rows per benchmark too (they join the Holm/BH family).")
 @click.option("--allow-mixed", is_flag=True, help="Compare runs graded on different datasets or by different judges.")
-@section_option(("leaderboard", "benchmarks", "pairwise", "ranks", "excluded"))
+@section_option(("leaderboard", "not_ranked", "benchmarks", "pairwise", "versus", "ranks", "separability",
+                 "excluded"))
 @selection_options
 @bootstrap_options
 @format_option
