@@ -181,3 +181,19 @@ def test_notes_follow_the_tables_on_stderr_one_line_each(store_dir: Path, monkey
     json_out, _ = streams(80, monkeypatch, "harms", "--all", "--store", store_dir, "--format", "json", "--samples",
                           "200")
     assert json.loads(json_out)["notes"]  # JSON keeps its notes inside
+
+
+def test_a_reason_in_place_of_an_interval_wraps_instead_of_pushing_columns_out(
+        monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from toolkit.cli.common import print_table
+
+    monkeypatch.setenv("COLUMNS", "80")
+    reason = "0.000 [no variation between cases: no interval]"
+    frame = pl.DataFrame({"run_id": ["sim/strong", "sim/skill-0.45"], "f1": ["0.989 [0.985, 0.992]"] * 2,
+                          "severe_omission_case_rate": [reason, "0.667 [0.000, 1.000]"],
+                          "severe_commission_case_rate": [reason, "0.333 [-0.120, 1.000]"]})
+    print_table(frame, "harms")
+    out = capsys.readouterr().out
+    assert "not shown" not in out and {"omission", "commission"} <= header_words(out)
+    assert "[-0.120, 1.000]" in out  # numbers are never cut; the reason wraps
+    assert max(len(line) for line in out.splitlines()) <= 80

@@ -41,6 +41,7 @@ KEY_COLUMNS = frozenset({"run_id", "run", "run_a", "run_b", "rater_a", "rater_b"
 IDENTIFIERS = frozenset({"run_id", "run", "answer_model", "judge_model", "rater_a", "rater_b", "source"})
 # "value [low, high]": when its column is narrower, the interval goes on a line of its own under the value.
 _INTERVAL = re.compile(r"(\S+) (\[[^\]]*\])")
+_BOUNDS = re.compile(r"\[\S+, \S+\]")
 
 
 def terminal_width() -> int:
@@ -143,8 +144,10 @@ def _narrowest(cell: str) -> int:
     from rich.cells import cell_len
 
     interval = _INTERVAL.fullmatch(cell)
-    if interval:  # a reason in place of the interval wraps as text does
-        return max(cell_len(interval.group(1)), min(cell_len(interval.group(2)), FOLD_WIDTH))
+    if interval:  # a reason in place of the interval wraps, as narrow as an interval
+        bounds = interval.group(2)
+        narrow = cell_len(bounds) if _BOUNDS.fullmatch(bounds) else min(cell_len(bounds), len("[0.000, 1.000]"))
+        return max(cell_len(interval.group(1)), narrow)
     return min(cell_len(cell), FOLD_WIDTH)
 
 
