@@ -86,7 +86,7 @@ def test_agreement_cli(store: Store, capsys) -> None:
     assert main(["agreement", "--run", "three", "--store", str(store.root), "--samples", "200", "--top", "3"]) == 0
     table = capsys.readouterr().out
     for title in ("summary", "pairs", "scores", "flips", "krippendorff_alpha"):
-        assert title in table
+        assert all(word in table for word in title.split("_"))  # a header may wrap between its words
 
 
 def test_a_second_judge_is_a_rater(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from toolkit.cli import common
+from toolkit.cli import table as common
 
 PLAIN = common._plain
 
@@ -34,16 +34,30 @@ def test_plain_rows_equal_rich(columns: str, monkeypatch: pytest.MonkeyPatch, ca
     })
     fast, slow, used = _both(frame, "leaderboard", monkeypatch, capsys)
     assert fast == slow
-    assert used  # the table fits at every width here (columns are dropped first)
+    assert used == (columns != "60")  # at 60 a header wraps: rich lays the table out
     fast, slow, _ = _both(frame, None, monkeypatch, capsys, wide=True)
     assert fast == slow
 
 
-def test_cells_rich_would_change_go_through_rich(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+def test_cells_wider_than_their_characters_go_through_rich(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture) -> None:
     monkeypatch.setenv("COLUMNS", "80")
-    for odd in ("[bold]x[/bold]", "time 10:20:30 :smile:", "naïve", "tab\there"):
+    for odd in ("naïve", "宽字符", "…"):
         fast, slow, used = _both(pl.DataFrame({"run_id": ["a", odd], "v": [1, 2]}), "t", monkeypatch, capsys)
         assert not used and fast == slow
+
+
+def test_markup_emoji_codes_and_controls_are_printed_as_text(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture) -> None:
+    """A run id is text, never rich markup: ``[bold]`` and ``:smile:`` print as they are, a tab as ``\\x09``,
+    in the plain rows and through rich alike."""
+    monkeypatch.setenv("COLUMNS", "80")
+    for odd, shown in (("[bold]x[/bold]", "[bold]x[/bold]"), ("time 10:20:30 :smile:", "time 10:20:30 :smile:"),
+                       ("tab\there", "tab\\x09here"), ("[red]t[/red]", "[red]t[/red]")):
+        fast, slow, used = _both(pl.DataFrame({"run_id": ["a", odd], "v": [1, 2]}), f"title {odd}", monkeypatch,
+                                 capsys)
+        assert used and fast == slow
+        assert fast.count(shown) == 2  # in the title and in its row
 
 
 def test_a_table_that_must_wrap_goes_through_rich(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:

@@ -4,6 +4,7 @@ shows every column; CSV and JSON do not depend on the width. Through the real CL
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -63,7 +64,7 @@ def test_the_demo_leaderboard_does_not_wrap_at_80_columns(tmp_path: Path, monkey
     rows = [line for line in out.splitlines() if line.startswith("│")]
     assert len(rows) == 4 and all(len(line) <= 80 for line in rows)
     assert all(name in out for name in ("overall", "ci95 low", "ci95 high", "cases", "errors"))
-    assert "not shown: answer_model, judge_model = sim/judge" in out
+    assert "not shown: answer_model (= run), judge_model = sim/judge" in out
     wide = at(80, monkeypatch, "demo", "--store", tmp_path / "s", "--progress", "none", "--wide")
     assert "answer model" in wide and "not shown" not in wide
 
@@ -71,7 +72,7 @@ def test_the_demo_leaderboard_does_not_wrap_at_80_columns(tmp_path: Path, monkey
 def test_harms_headers_break_only_between_words(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     csv = at(80, monkeypatch, "harms", "--all", "--store", store_dir, "--format", "csv")
     metrics = pl.read_csv(csv.encode())["metric"].unique().to_list()
-    words = {w for name in ["run_id", "scope", *metrics] for w in name.split("_")}
+    words = {w for name in ["run_id", *metrics] for w in name.split("_")}  # a table per scope
     for columns in (80, 200):
         shown = header_words(at(columns, monkeypatch, "harms", "--all", "--store", store_dir))
         assert shown and shown <= words, shown - words
@@ -86,12 +87,13 @@ def test_harms_headers_break_only_between_words(store_dir: Path, monkeypatch: py
 
 def test_narrow_tables_keep_what_a_reader_needs(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pairwise = at(80, monkeypatch, "compare", "--all", "--store", store_dir, "--section", "pairwise")
-    assert {"run", "a", "b", "delta", "ci", "low", "high", "p", "holm"} <= header_words(pairwise)
+    assert {"run", "a", "b", "delta", "[95%", "ci]", "p", "value", "holm"} <= header_words(pairwise)
     assert "wilcoxon" not in header_words(pairwise)
     wide = at(200, monkeypatch, "compare", "--all", "--store", store_dir, "--section", "pairwise")
     assert {"wilcoxon", "value", "holm", "bh"} <= header_words(wide)
     missed = at(80, monkeypatch, "items", "--all", "--store", store_dir, "--section", "missed")
-    assert {"text", "miss", "rate"} <= header_words(missed) and "item_id" in missed  # hidden, and named
+    assert {"text", "match", "rate"} <= header_words(missed) and "item_id" in missed  # hidden, and named
+    assert "miss_rate (= 1 - match_rate)" in missed  # derived: left out first, with its formula
 
 
 def test_csv_and_json_do_not_depend_on_the_width(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -124,7 +126,74 @@ def test_a_column_with_one_value_goes_first_and_is_named_with_it(monkeypatch: py
         "percent_agreement": [0.89, 0.88, 0.93], "cohen_kappa": [0.77, 0.76, 0.85], "cases": [30] * 3})
     print_table(frame, "pairs")
     out = capsys.readouterr().out
-    header = next(line for line in out.splitlines() if line.startswith("┃"))
-    assert all(name in header for name in ("rater a", "rater b", "percent agreement", "cohen kappa"))
-    assert "run id" not in header and "run_id = sim/a-rather-long-run-name" in out  # its value in the caption
+    header = header_words(out)
+    assert {"rater", "a", "b", "percent", "agreement", "cohen", "kappa"} <= header
+    assert "id" not in header and "run_id = sim/a-rather-long-run-name" in out  # its value in the caption
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def streams(columns: int, monkeypatch: pytest.MonkeyPatch, *args: object) -> tuple[str, str]:
+    monkeypatch.setenv("COLUMNS", str(columns))
+    code, out, err = bedside(*args)
+    assert code == 0, err
+    return out, err
+
+
+def test_harms_at_80_columns_shows_the_omission_and_commission_rates(store_dir: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    out, _ = streams(80, monkeypatch, "harms", "--all", "--store", store_dir)
+    words = header_words(out)
+    assert {"f1", "severe", "omission", "commission", "case", "rate"} <= words
+    assert all(len(line) <= 80 for line in out.splitlines())
+
+
+def test_agreement_shows_fleiss_and_krippendorff_and_drops_an_empty_column(store_dir: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    out, _ = streams(80, monkeypatch, "agreement", "--all", "--store", store_dir, "--section", "summary",
+                     "--samples", "200")
+    words = header_words(out)
+    assert {"fleiss", "krippendorff", "alpha", "percent", "agreement"} <= words
+    assert "cohen" not in words and "cohen_kappa (empty)" in out  # every run here has three raters
+
+
+def test_compare_shows_every_benchmark_raw_p_and_coverage(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    csv = at(80, monkeypatch, "compare", "--all", "--store", store_dir, "--format", "csv", "--section", "benchmarks",
+             "--samples", "200")
+    benchmarks = set(pl.read_csv(csv.encode())["benchmark"])
+    out, err = streams(80, monkeypatch, "compare", "--all", "--store", store_dir, "--samples", "200")
+    assert len(benchmarks) == 10 and all(b in out for b in benchmarks)  # as rows: four runs do not fit across
+    words = header_words(out)
+    assert {"p", "value", "holm", "completed", "failed", "not", "attempted", "overall"} <= words
+    assert "answer_model (= run_id)" in out and "model" not in words  # a copy of the run id goes first
+    assert all(len(line) <= 80 for line in out.splitlines())
+    two, _ = streams(80, monkeypatch, "compare", "--run", "sim/weak", "--run", "sim/strong", "--store", store_dir,
+                     "--section", "benchmarks", "--samples", "200")
+    assert {"sim/weak", "sim/strong"} <= header_words(two)  # two runs fit across, the benchmarks down
+
+
+def test_notes_follow_the_tables_on_stderr_one_line_each(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for command in (("compare", "--all", "--samples", "200"), ("harms", "--all", "--samples", "200"),
+                    ("items", "--all")):
+        out, err = streams(80, monkeypatch, *command, "--store", store_dir)
+        assert "note:" not in out and out.startswith(" ")  # stdout: the tables alone, a title first
+        lines = err.splitlines()
+        assert lines and all(line.startswith("note: ") for line in lines)
+    json_out, _ = streams(80, monkeypatch, "harms", "--all", "--store", store_dir, "--format", "json", "--samples",
+                          "200")
+    assert json.loads(json_out)["notes"]  # JSON keeps its notes inside
+
+
+def test_a_reason_in_place_of_an_interval_wraps_instead_of_pushing_columns_out(
+        monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from toolkit.cli.common import print_table
+
+    monkeypatch.setenv("COLUMNS", "80")
+    reason = "0.000 [no variation between cases: no interval]"
+    frame = pl.DataFrame({"run_id": ["sim/strong", "sim/skill-0.45"], "f1": ["0.989 [0.985, 0.992]"] * 2,
+                          "severe_omission_case_rate": [reason, "0.667 [0.000, 1.000]"],
+                          "severe_commission_case_rate": [reason, "0.333 [-0.120, 1.000]"]})
+    print_table(frame, "harms")
+    out = capsys.readouterr().out
+    assert "not shown" not in out and {"omission", "commission"} <= header_words(out)
+    assert "[-0.120, 1.000]" in out  # numbers are never cut; the reason wraps
     assert max(len(line) for line in out.splitlines()) <= 80

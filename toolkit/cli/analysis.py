@@ -20,8 +20,9 @@ from toolkit.analysis.harms import BOTH, NOTE as HARM_NOTE
 from toolkit.analysis.pairs import METHOD_NOTE as PAIRED_METHOD_NOTE
 from toolkit.analysis.paired import small_sample_note
 from toolkit.inputs import dumps
-from toolkit.cli.common import (CommandError, echo_wrapped, emit, format_option, open_store, selected_runs,
-                                store_option)
+from toolkit.cli.common import (CommandError, echo_json, emit, format_option, note_line, open_store,
+                                selected_runs, store_option)
+from toolkit.cli.table import COVERAGE, table_fits
 from toolkit.cli.results import bootstrap_options, selection_options
 from toolkit.selection import JudgeSelection, read_runs
 
@@ -43,7 +44,8 @@ def _p_text(value: float | None) -> str | None:
 
 
 def _table_view(frame: pl.DataFrame) -> pl.DataFrame:
-    """Readable terminal cells: short digests, p-values that stay visible below 1e-4, clipped texts."""
+    """Readable terminal cells: short digests, p-values that stay visible below 1e-4, clipped texts, an
+    estimate and its interval in one cell, and the raw p beside the adjusted ones."""
     out = frame
     for name in frame.columns:
         if name == "dataset_sha256":
@@ -54,28 +56,55 @@ def _table_view(frame: pl.DataFrame) -> pl.DataFrame:
                                    .otherwise(pl.col(name)).alias(name))
         elif (name.startswith("p_") or name.endswith("_p")) and frame.schema[name] == pl.Float64:
             out = out.with_columns(pl.col(name).map_elements(_p_text, return_dtype=pl.String))
+    estimate = next((c for c in ESTIMATES if c in frame.columns), None)
+    if estimate is not None and {"ci_low", "ci_high"} <= set(frame.columns):
+        note = "ci_note" if "ci_note" in frame.columns else None
+        out = out.with_columns(_interval_cell(estimate, note).alias(estimate)).drop("ci_low", "ci_high", note or [])
+        out = out.rename({estimate: f"{estimate} [95% ci]"})
+    counts = ("completed", "failed", "not_attempted")
+    if set(counts) <= set(out.columns):
+        out = out.with_columns(pl.format("{} / {} / {}", *counts).alias("completed")).rename({"completed": COVERAGE})
+        out = out.drop("failed", "not_attempted")
+    if {"p_value", "p_holm"} <= set(out.columns):
+        order = [c for c in out.columns if c != "p_value"]
+        order.insert(order.index("p_holm"), "p_value")
+        out = out.select(order)
     return out
 
 
-def _interval_text(frame: pl.DataFrame, value: str) -> pl.Expr:
-    if "ci_low" not in frame.columns:
-        return pl.col(value).round(4).cast(pl.String)
-    return pl.format("{} [{}, {}]", *(pl.col(c).round(3) for c in (value, "ci_low", "ci_high")))
+ESTIMATES = ("overall", "delta", "mean", "value")  # the number a row's ci_low and ci_high are about
+
+
+def _fixed(value: float | None) -> str:
+    return f"{value:.3f}"
+
+
+def _interval_cell(value: str, note: str | None = None) -> pl.Expr:
+    """"0.856 [0.823, 0.886]": three decimals each; without an interval, the estimate and the reason
+    (``note``: "1.000 [no variation between cases: no interval]"), else the estimate alone."""
+    text = [pl.col(c).map_elements(_fixed, return_dtype=pl.String) for c in (value, "ci_low", "ci_high")]
+    both = pl.col("ci_low").is_not_null() & pl.col("ci_high").is_not_null() & pl.col("ci_low").is_not_nan() \
+        & pl.col("ci_high").is_not_nan()
+    alone = text[0] if note is None else pl.when(pl.col(note).is_not_null() & (pl.col(note) != "")).then(
+        pl.format("{} [{}]", text[0], pl.col(note))).otherwise(text[0])
+    return pl.when(both).then(pl.format("{} [{}, {}]", *text)).otherwise(alone)
 
 
 def emit_sections(sections: dict[str, pl.DataFrame], fmt: str, section: str | None, notes: list[str],
-                  views: dict[str, pl.DataFrame] | None = None) -> None:
-    """Print the sections (``views`` replace sections in table format only)."""
+                  views: dict[str, list[tuple[str, pl.DataFrame]]] | None = None) -> None:
+    """Print the sections; in table format a section may be shown as other tables (``views``: titled
+    frames), and the notes follow the tables on stderr, one line each. A section no view names is
+    printed as it is, its columns chosen by the table's width rules."""
     chosen = {section: sections[section]} if section else sections
     clean = {name: frame.with_columns(pl.col(pl.Float64).fill_nan(None)) for name, frame in chosen.items()}
     if fmt == "json":
-        click.echo(dumps({"notes": notes, **{n: f.to_dicts() for n, f in clean.items()}}, indent=2, default=str))
+        echo_json(dumps({"notes": notes, **{n: f.to_dicts() for n, f in clean.items()}}, indent=2, default=str))
         return
     if fmt == "csv":
         from toolkit.spreadsheet import write_csv
 
         for note in notes:
-            click.echo(f"note: {note}", err=True)
+            note_line(note)
         for name, frame in clean.items():
             if len(clean) > 1:
                 sys.stdout.write(f"# {name}\n")
@@ -83,12 +112,49 @@ def emit_sections(sections: dict[str, pl.DataFrame], fmt: str, section: str | No
             if len(clean) > 1:
                 sys.stdout.write("\n")
         return
-    for note in notes:
-        echo_wrapped(f"note: {note}")
     for name, frame in clean.items():
-        shown = (views or {}).get(name, frame)
-        if frame.height:
-            emit(_table_view(shown), "table", title=name)
+        for title, shown in (views or {}).get(name, [(name, frame)]):
+            if shown.height:
+                emit(_table_view(shown.with_columns(pl.col(pl.Float64).fill_nan(None))), "table", title=title,
+                     derived=DERIVED)
+    sys.stdout.flush()  # the tables before the notes when both streams go to one terminal
+    for note in notes:
+        note_line(note)
+
+
+DERIVED = {"miss_rate": "1 - match_rate"}  # left out first at narrow widths, named with the formula
+
+
+def _benchmark_view(benchmarks: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    """Benchmarks down and runs across when that fits the terminal, else one row per benchmark x run."""
+    runs = benchmarks["run_id"].unique(maintain_order=True).to_list()
+    cells = benchmarks.with_columns(cell=_interval_cell("mean", "ci_note" if "ci_note" in benchmarks.columns
+                                                        else None))
+    grid = cells.pivot(on="run_id", index="benchmark", values="cell", aggregate_function="first")
+    if table_fits(grid.select("benchmark", *runs)):
+        return [("benchmarks (mean [95% ci])", grid)]
+    order = {b: i for i, b in enumerate(benchmarks["benchmark"].unique(maintain_order=True).to_list())}
+    long = benchmarks.with_columns(_order=pl.col("benchmark").replace_strict(order, return_dtype=pl.Int64))
+    return [("benchmarks", long.sort("_order", maintain_order=True).drop("_order")
+             .select("benchmark", "run_id", pl.exclude("benchmark", "run_id")))]
+
+
+HARM_METRICS = ("f1", "severe_omission_case_rate", "severe_commission_case_rate", "precision", "recall",
+                "omission_share_weighted", "commission_share_weighted", "omission_share_severe",
+                "severe_omissions_per_item", "severe_commissions_per_item", "severe_rate")
+
+
+def _harm_view(frame: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    """One table per scope, a row per run, a column per metric (the harm rates first after F1)."""
+    cells = frame.with_columns(cell=_interval_cell("value", "ci_note" if "ci_note" in frame.columns else None))
+    metrics = frame["metric"].unique(maintain_order=True).to_list()
+    order = [m for m in HARM_METRICS if m in metrics] + [m for m in metrics if m not in HARM_METRICS]
+    out = []
+    for scope in frame["scope"].unique(maintain_order=True).to_list():
+        grid = cells.filter(pl.col("scope") == scope).pivot(on="metric", index="run_id", values="cell",
+                                                            aggregate_function="first")
+        out.append((f"harms: {scope} (value [95% ci])", grid.select("run_id", *(m for m in order if m in grid.columns))))
+    return out
 
 
 def _selection(judge: str | None, passes: tuple[int, ...]) -> JudgeSelection:
@@ -110,7 +176,8 @@ def _paired_samples(samples: int, command: str) -> None:
 @click.option("--benchmarks", "per_benchmark", is_flag=True,
               help="Pairwise rows per benchmark too (they join the Holm/BH family).")
 @click.option("--allow-mixed", is_flag=True, help="Compare runs graded on different datasets or by different judges.")
-@section_option(("leaderboard", "benchmarks", "pairwise", "ranks", "excluded"))
+@section_option(("leaderboard", "not_ranked", "benchmarks", "pairwise", "versus", "ranks", "separability",
+                 "excluded"))
 @selection_options
 @bootstrap_options
 @format_option
@@ -124,11 +191,9 @@ def compare_cmd(runs: tuple[str, ...], all_runs: bool, per_benchmark: bool, allo
     data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
     options = CompareOptions(ResampleSettings(samples, seed), per_benchmark, allow_mixed, _selection(judge, passes))
     result = compare_data(data, options)
-    grid = result.benchmarks.with_columns(cell=_interval_text(result.benchmarks, "mean")).pivot(
-        on="benchmark", index="run_id", values="cell", aggregate_function="first")
     notes = result.notes + [f"{samples} paired resamples (seed {seed}) shared by the run intervals and ranks",
                             PAIRED_METHOD_NOTE]
-    emit_sections(result.sections(), fmt, section, notes, views={"benchmarks": grid})
+    emit_sections(result.sections(), fmt, section, notes, views={"benchmarks": _benchmark_view(result.benchmarks)})
 
 
 @click.command("items")
@@ -173,12 +238,10 @@ def harms_cmd(runs: tuple[str, ...], all_runs: bool, section: str | None, judge:
     store = open_store(store_dir)
     data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
     frame = harms(data, HarmOptions(_selection(judge, passes), ResampleSettings(samples, seed)))
-    view = frame.with_columns(cell=_interval_text(frame, "value")).pivot(
-        on="metric", index=["run_id", "scope"], values="cell", aggregate_function="first")
     # A run's cases in one F1 benchmark (the f1 metric counts every completed case).
     smallest = frame.filter((pl.col("scope") != BOTH) & (pl.col("metric") == "f1"))["n_cases"].min()
     notes = ["value [95% interval], cases resampled within benchmark", HARM_NOTE] + small_sample_note(smallest, paired=False)
-    emit_sections({"harms": frame}, fmt, section, notes, views={"harms": view})
+    emit_sections({"harms": frame}, fmt, section, notes, views={"harms": _harm_view(frame)})
 
 
 @click.command("agreement")
@@ -199,4 +262,9 @@ def agreement_cmd(runs: tuple[str, ...], all_runs: bool, judge: str | None, pass
     data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
     result = judge_agreement(data, AgreementOptions(judge, tuple(passes) or None, ResampleSettings(samples, seed), top))
     notes = [f"run {r} has a single rater and is left out" for r in result.skipped] + result.notes
-    emit_sections(result.sections(), fmt, section, notes)
+    scores = result.scores
+    views = {}
+    if section is None and "overall" in scores["benchmark"].to_list():  # a row per benchmark: --section scores
+        views["scores"] = [("scores (overall; --section scores: each benchmark)",
+                            scores.filter(pl.col("benchmark") == "overall"))]
+    emit_sections(result.sections(), fmt, section, notes, views=views)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from toolkit.audit import audit_file
+from toolkit.cli.common import echo_json, say
 from toolkit.inputs import dumps
 
 
@@ -19,19 +20,19 @@ def audit_cmd(file: str, dataset_path: str, as_json: bool, limit: int) -> None:
     """Check a reference result file and its summary against the rubric and dataset; list every disagreement."""
     report = audit_file(file, dataset_path, limit=limit)
     if as_json:
-        click.echo(dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        echo_json(dumps(report.to_dict(), indent=2, ensure_ascii=False))
     else:
         for problem in report.problems:
-            click.echo(str(problem))
+            say(str(problem))
         summary = f"summary {report.summary_path} checked" if report.summary_path else "no summary beside it"
         counts = (f"{report.rows} rows, {report.completed_cases} of {report.dataset_cases} dataset cases completed, "
                   f"{summary}")
         if report.ok:
-            click.echo(f"{file}: no problem found: {counts}")
+            say(f"{file}: no problem found: {counts}")
         else:
             more = f" ({report.problem_count - len(report.problems)} not listed)" \
                 if report.problem_count > len(report.problems) else ""
-            click.echo(f"bedside: audit: {report.problem_count} problem(s){more} in {file}: {counts}", err=True)
+            say(f"bedside: audit: {report.problem_count} problem(s){more} in {file}: {counts}", err=True)
     if not report.ok:
         raise click.exceptions.Exit(1)
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import click
+
+from toolkit.cli.table import WIDE_KEY, print_table, terminal_width  # noqa: F401 (the commands' table renderer)
+from toolkit.safe_text import visible, visible_json
 
 # Imported by every command, including ``--version`` and ``--help``: only click at the top; the data
 # stack (polars, the store) is imported where it is used.
@@ -20,6 +22,44 @@ EXIT_USAGE = 2
 EXIT_FAILED = 1
 
 
+def say(text: str, err: bool = False) -> None:
+    """Lines of a message on stdout (or stderr), their terminal controls shown as escapes: run ids,
+    models, file names and provider messages come from files and replies."""
+    click.echo("\n".join(visible(line) for line in text.split("\n")), err=err)
+
+
+def error_line(text: str) -> None:
+    """``bedside: error: ...`` on stderr, one line whatever the text holds (a newline shows as ``\x0a``)."""
+    click.echo(visible(f"bedside: error: {text}"), err=True)
+
+
+def warning_line(text: str) -> None:
+    click.echo(visible(f"bedside: warning: {text}"), err=True)
+
+
+def note_line(text: str) -> None:
+    """A note after the tables: one line on stderr, so that stdout holds the tables alone."""
+    click.echo(visible(f"note: {text}"), err=True)
+
+
+def echo_json(text: str) -> None:
+    """JSON text for stdout: still the same JSON, with no raw terminal control in its strings."""
+    click.echo(visible_json(text))
+
+
+class _VisibleStream:
+    """A stream for click's own messages (usage errors echo the user's arguments): controls shown as escapes."""
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write("\n".join(visible(line) for line in text.split("\n")))
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
 class CommandError(click.ClickException):
     """A failure reported as ``bedside: error: ...`` lines."""
 
@@ -29,7 +69,7 @@ class CommandError(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         for line in self.lines:
-            click.echo(f"bedside: error: {line}", err=True)
+            error_line(line)
 
 
 class Interrupted(click.ClickException):
@@ -41,7 +81,7 @@ class Interrupted(click.ClickException):
         super().__init__("interrupted")
 
     def show(self, file: Any = None) -> None:
-        click.echo("bedside: interrupted", err=True)
+        say("bedside: interrupted", err=True)
 
 
 def run_safely(group: click.Group, argv: list[str]) -> int:
@@ -63,10 +103,10 @@ def run_safely(group: click.Group, argv: list[str]) -> int:
         # numpy's message (shape and dtype of one allocation) says nothing a user can act on.
         hint = ("the file does not fit in this machine's memory" if argv[:1] in (["import"], ["dataset"])
                 else "use fewer --samples or fewer runs")
-        click.echo(f"bedside: error: out of memory: {hint}", err=True)
+        error_line(f"out of memory: {hint}")
         return EXIT_FAILED
     except click.ClickException as error:
-        error.show()
+        error.show(_VisibleStream(click.get_text_stream("stderr")))
         return error.exit_code if error.exit_code not in (None, 0) else EXIT_FAILED
     except UnicodeEncodeError as error:  # mostly a path whose bytes are not UTF-8 (DuckDB, Arrow, Delta need UTF-8)
         from toolkit.inputs import shorten
@@ -74,25 +114,24 @@ def run_safely(group: click.Group, argv: list[str]) -> int:
         text = str(error.object)
         what = "path" if os.sep in text and len(text) < 4096 else "text"
         shown = shorten(text.encode("utf-8", "backslashreplace").decode("utf-8"))
-        click.echo(f"bedside: error: {shown}: {what}: not UTF-8 ({error.reason})", err=True)
+        error_line(f"{shown}: {what}: not UTF-8 ({error.reason})")
         return EXIT_FAILED
     except _input_errors() as error:
         lines = [str(p) for p in getattr(error, "problems", [])] or [(str(error).splitlines() or [""])[0]]
         for line in lines:
-            click.echo(f"bedside: error: {line}", err=True)
+            error_line(line)
         unlisted = getattr(error, "total", 0) - len(lines)
         if unlisted > 0:  # a file of a million bad lines lists its first problems and counts the rest
-            click.echo(f"bedside: error: ... and {unlisted} more problem(s) not listed", err=True)
+            error_line(f"... and {unlisted} more problem(s) not listed")
         return EXIT_FAILED
     except RecursionError:
-        click.echo("bedside: error: input nested too deeply", err=True)
+        error_line("input nested too deeply")
         return EXIT_FAILED
     except Exception as error:
         if os.environ.get("BEDSIDE_DEBUG"):
             raise
         first = (str(error).splitlines() or [""])[0]
-        click.echo(f"bedside: error: internal error: {type(error).__name__}: {first} "
-                   "(BEDSIDE_DEBUG=1 shows the traceback)", err=True)
+        error_line(f"internal error: {type(error).__name__}: {first} (BEDSIDE_DEBUG=1 shows the traceback)")
         return EXIT_FAILED
     return 0
 
@@ -135,8 +174,6 @@ def _set_wide(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
     return value
 
 
-WIDE_KEY = "bedside.wide"
-
 
 def wide_option(func: Callable) -> Callable:
     """``--wide``: tables show every column, however wide (read by ``emit``; no parameter to pass on)."""
@@ -169,7 +206,7 @@ def selected_runs(store: Store, runs: tuple[str, ...], all_runs: bool) -> list[s
             raise StoreError(no_runs_message(store))
         damaged = store.damaged(ids)  # a truncated file costs its run, not the whole store: one line each
         for run_id, problem in damaged.items():
-            click.echo(f"bedside: warning: run {run_id!r} left out: {problem}", err=True)
+            warning_line(f"run {run_id!r} left out: {problem}")
         return [i for i in ids if i not in damaged] or ids
     if not runs:
         raise click.UsageError("choose runs with --run ID (repeatable) or --all")
@@ -183,12 +220,13 @@ def no_runs_message(store: Store) -> str:
             "or fill this one with `bedside demo`, `bedside run` or `bedside import`)")
 
 
-def emit(frame: pl.DataFrame, fmt: str, title: str | None = None, optional: Sequence[str] = ()) -> None:
+def emit(frame: pl.DataFrame, fmt: str, title: str | None = None, optional: Sequence[str] = (),
+         derived: Mapping[str, str] | None = None) -> None:
     """Print a frame as a table, CSV or JSON records.
 
-    A table fits the terminal (``COLUMNS`` or its real width; 80 when output is not a terminal): when
-    all columns do not fit, the ``optional`` ones are left out first, then columns from the right (never
-    the first), and a caption names them; ``--wide`` prints every column. CSV and JSON are never cut.
+    A table fits the terminal (see ``toolkit.cli.table``): the columns that matter stay, a caption names
+    the others, ``--wide`` prints every column, and every cell shows its terminal controls as escapes.
+    CSV and JSON are never cut.
     """
     if fmt == "csv":
         from toolkit.spreadsheet import write_csv  # formula-like text cells neutralised
@@ -197,125 +235,11 @@ def emit(frame: pl.DataFrame, fmt: str, title: str | None = None, optional: Sequ
     elif fmt == "json":
         from toolkit.inputs import dumps
 
-        click.echo(dumps(frame.to_dicts(), indent=2, default=str))  # valid JSON: NaN and Infinity as null
+        echo_json(dumps(frame.to_dicts(), indent=2, default=str))  # valid JSON: NaN and Infinity as null
     else:
-        print_table(frame, title, optional, wide=_wide_requested())
-
-
-def echo_wrapped(text: str) -> None:
-    """A line of prose, wrapped at word boundaries to the terminal width (indented after the first line)."""
-    import textwrap
-
-    click.echo(textwrap.fill(text, width=terminal_width(), subsequent_indent="  ", break_long_words=False,
-                             break_on_hyphens=False))
-
-
-def terminal_width() -> int:
-    return max(40, shutil.get_terminal_size((80, 24)).columns)
+        print_table(frame, title, optional, wide=_wide_requested(), derived=derived)
 
 
 def _wide_requested() -> bool:
     ctx = click.get_current_context(silent=True)
     return bool(ctx is not None and ctx.find_root().meta.get(WIDE_KEY))
-
-
-FOLD_WIDTH = 24  # a long text cell may wrap down to this width; numbers and short cells never wrap
-# Left out first when a table is too wide for the terminal (after the caller's ``optional``): identifiers
-# and detail behind the headline numbers. The remaining columns then go from the right.
-SECONDARY_COLUMNS = (
-    "dataset_sha256", "item_id", "case_id", "source", "resamples", "answer_model", "judge_model", "grading_method",
-    "n_benchmarks", "benchmarks_missing", "passes", "rank_median", "df", "se", "mdd80", "wins", "ties", "losses",
-    "mean_a", "mean_b", "severity_class", "wilcoxon_p", "p_bh", "not_attempted", "n_runs",
-)
-# Left out last, the end of this list first: what a row is about and the numbers a table is printed for.
-ESSENTIAL_COLUMNS = (
-    "run_id", "run", "run_a", "run_b", "rater_a", "rater_b", "scope", "benchmark", "text", "overall", "mean",
-    "delta", "value", "rank", "ci_low", "ci_high", "ci95_low", "ci95_high", "p_holm", "miss_rate", "match_rate",
-    "f1", "precision", "recall", "percent_agreement", "cohen_kappa", "discrimination", "p_value", "rank_low",
-    "rank_high", "cases", "errors",
-)
-# What a row is about (among the essential columns): left out first all the same when every row has one value.
-KEY_COLUMNS = frozenset({"run_id", "run", "run_a", "run_b", "rater_a", "rater_b", "scope", "benchmark"})
-
-
-def print_table(frame: pl.DataFrame, title: str | None, optional: Sequence[str] = (), wide: bool = False) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    cells = [[_cell(v) for v in row] for row in frame.iter_rows()]
-    columns = list(frame.columns)
-    # Headers are shown with spaces for underscores, so that they wrap between words, never inside one.
-    header = {c: c.replace("_", " ") for c in columns}
-    natural = {c: max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)}
-    need = {c: max(max(map(len, header[c].split() or [""])), min(natural[c], FOLD_WIDTH)) for c in columns}
-    width = terminal_width()
-    shown = list(columns)
-    # A column with one value in every row tells no row from another (the run of a one-run table): unless
-    # it is one of the numbers a table is printed for, it goes first, and the caption gives its value.
-    same = {c: cells[0][i] for i, c in enumerate(columns)
-            if len(cells) > 1 and (c not in ESSENTIAL_COLUMNS or c in KEY_COLUMNS)
-            and all(row[i] == cells[0][i] for row in cells)}
-    if not wide:
-        first = [c for c in (*same, *optional, *SECONDARY_COLUMNS) if c in columns]
-        rest = [c for c in reversed(columns[1:]) if c not in ESSENTIAL_COLUMNS]
-        last = [c for c in reversed(ESSENTIAL_COLUMNS) if c in columns[1:]]
-        droppable = list(dict.fromkeys(first + rest + last))
-        while _table_width(need[c] for c in shown) > width and droppable and len(shown) > 1:
-            shown.remove(droppable.pop(0))
-    hidden = [c for c in columns if c not in shown]
-    named = [f"{c} = {same[c]}" if c in same and same[c] else c for c in hidden]
-    caption = f"not shown: {', '.join(named)} (--wide shows every column)" if hidden else None
-    table = Table(title=title, caption=caption, show_lines=False)
-    for c in shown:
-        table.add_column(header[c], overflow="fold", min_width=need[c], no_wrap=natural[c] <= need[c])
-    index = [columns.index(c) for c in shown]
-    for row in cells:
-        table.add_row(*[row[i] for i in index])
-    full = _table_width(natural[c] for c in shown)
-    console = Console(width=max(width, full) if wide else width, soft_wrap=False)
-    if cells and full <= console.width and not console.is_terminal and console.color_system is None \
-            and all(_plain(cell) for row in cells for cell in row):
-        _print_plain(console, title, caption, [header[c] for c in shown], [natural[c] for c in shown],
-                     [[row[i] for i in index] for row in cells])
-        return
-    console.print(table)
-
-
-def _plain(cell: str) -> bool:
-    # What rich prints as it is: printable ASCII (one column a character), no markup ([), no emoji code (:).
-    return cell.isascii() and cell.isprintable() and "[" not in cell and ":" not in cell
-
-
-def _print_plain(console: Any, title: str | None, caption: str | None, headers: list[str], widths: list[int],
-                 rows: list[list[str]]) -> None:
-    """The text rich prints for a table that fits without wrapping, written row by row: rich lays out
-    every cell (~1 ms a row; 2.5 s CPU for compare's 435 pairs on a busy machine). Rich itself still
-    draws the frame (title, header, borders, caption) with each column at its natural width, and the
-    rows go in above the bottom border, left-aligned with one space of padding, as rich writes them."""
-    import io
-
-    from rich.console import Console
-    from rich.table import Table
-
-    frame = Table(title=title, caption=caption, show_lines=False)
-    for name, w in zip(headers, widths):
-        frame.add_column(name, min_width=w, no_wrap=True)
-    buffer = io.StringIO()
-    Console(file=buffer, width=console.width, soft_wrap=False).print(frame)
-    lines = buffer.getvalue().split("\n")
-    bottom = max(i for i, line in enumerate(lines) if line.startswith("\u2514"))
-    body = ["\u2502 " + " \u2502 ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " \u2502" for row in rows]
-    console.file.write("\n".join(lines[:bottom] + body + lines[bottom:]))
-
-
-def _table_width(widths: Iterable[int]) -> int:
-    widths = list(widths)
-    return sum(widths) + 3 * len(widths) + 1  # rich's box: a border and one space of padding each side
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return str(value)

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from toolkit.cli.common import CommandError, dataset_option
+from toolkit.cli.common import CommandError, dataset_option, echo_json, say
 from toolkit.dataset import load_dataset, validate_dataset
 
 
@@ -33,12 +33,12 @@ def info(dataset_path: str | None, as_json: bool) -> None:
         "grading_methods": dict(ds.cases.group_by("grading_method").len().sort("grading_method").iter_rows()),
     }
     if as_json:
-        click.echo(json.dumps(payload, indent=2))
+        echo_json(json.dumps(payload, indent=2))
         return
-    click.echo(f"dataset  {payload['source']}\nsha256   {ds.sha256}\ncases    {payload['cases']}  "
+    say(f"dataset  {payload['source']}\nsha256   {ds.sha256}\ncases    {payload['cases']}  "
                f"rubric items {payload['rubric_items']}")
     for name, count in ds.benchmarks.items():
-        click.echo(f"  {name:<26} {count:>4} cases  {per_items[name]:>5} items")
+        say(f"  {name:<26} {count:>4} cases  {per_items[name]:>5} items")
 
 
 @dataset.command("validate")
@@ -49,4 +49,4 @@ def validate(dataset_path: str | None) -> None:
     if problems:
         raise CommandError([str(p) for p in problems])
     ds = load_dataset(dataset_path)
-    click.echo(f"ok: {len(ds.raw_cases)} cases, {ds.rubric_items.height} rubric items, sha256 {ds.sha256}")
+    say(f"ok: {len(ds.raw_cases)} cases, {ds.rubric_items.height} rubric items, sha256 {ds.sha256}")

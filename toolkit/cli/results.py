@@ -9,8 +9,8 @@ import click
 import polars as pl
 
 from toolkit.bootstrap import BootstrapSettings
-from toolkit.cli.common import (CommandError, Interrupted, dataset_option, emit, format_option, open_store,
-                                selected_runs, store_option, wide_option)
+from toolkit.cli.common import (CommandError, Interrupted, dataset_option, emit, error_line, format_option,
+                                open_store, say, selected_runs, store_option, wide_option)
 from toolkit.inputs import dumps, finite_or_none
 from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED
 from toolkit.selection import JudgeSelection
@@ -61,7 +61,7 @@ def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, store_
     for path, result in zip(paths, import_many(store, paths, dataset, replace, run_id)):
         if isinstance(result, ImportFailure):
             failed += 1
-            click.echo(f"bedside: error: {result.message}", err=True)
+            error_line(result.message)
         else:
             _print_report(result, path)
     if failed:
@@ -69,11 +69,11 @@ def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, store_
 
 
 def _print_report(report, file) -> None:
-    click.echo(f"imported {report.run_id}: {report.rows} rows, {report.completed_cases} completed cases, "
+    say(f"imported {report.run_id}: {report.rows} rows, {report.completed_cases} completed cases, "
                f"{report.error_rows} error rows" + (f", {report.skipped_rows} rows of cases outside the dataset skipped"
                                                     if report.skipped_rows else ""))
     for d in report.disagreements:
-        click.echo(f"warning: {file}:{d.line}: case {d.case_id}: file score {d.file_score!r} "
+        say(f"warning: {file}:{d.line}: case {d.case_id}: file score {d.file_score!r} "
                    f"but the rubric gives {d.recomputed!r}", err=True)
 
 
@@ -117,7 +117,7 @@ def summary_cmd(runs: tuple[str, ...], all_runs: bool, order: str, as_json: bool
         return
     for run_id, s in summaries.items():
         lo, hi = s["overall_ci95"]
-        click.echo(f"\n{run_id}  answer={s['answer_model']}  judge={s['judge_model']}  "
+        say(f"\n{run_id}  answer={s['answer_model']}  judge={s['judge_model']}  "
                    f"passes={s['judge_passes_per_answer']}  completed={s['completed_cases']}  errors={s['errors']}")
         rows = [{"benchmark": name, "n": b["n"], "mean": b["mean"], "ci95_low": b["ci95"][0], "ci95_high": b["ci95"][1]}
                 for name, b in s["benchmarks"].items()]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-from toolkit.cli.common import emit, no_runs_message, open_store, store_option, wide_option
+from toolkit.cli.common import echo_json, emit, no_runs_message, open_store, say, store_option, wide_option
+from toolkit.cli.table import COVERAGE
+from toolkit.safe_text import visible
 
 
 @click.group("runs", invoke_without_command=True)
@@ -25,13 +27,13 @@ def runs(ctx: click.Context, as_json: bool, store_dir: str | None) -> None:
     store = open_store(store_dir)
     listed = list_runs(store)
     if as_json:
-        click.echo(dumps(listed, indent=2, ensure_ascii=False))
+        echo_json(dumps(listed, indent=2, ensure_ascii=False))
         return
     if not listed:
-        click.echo(no_runs_message(store))
+        say(no_runs_message(store))
         return
-    # The three case counts share one column so that the table fits 80 columns with the models in it.
-    cases = "cases"
+    # The three case counts (of the run's dataset) share one column, so that the judges fit at 80 columns.
+    cases = COVERAGE
     frame = pl.DataFrame([{
         "run_id": r["run_id"], "answer_model": r["answer_model"], "judges": r["judges"],
         cases: "damaged" if r["damaged"] else f"{r['completed']} / {r['failed']} / {r['not_attempted']}",
@@ -39,14 +41,13 @@ def runs(ctx: click.Context, as_json: bool, store_dir: str | None) -> None:
     } for r in listed], schema={c: pl.String for c in ("run_id", "answer_model", "judges", cases, "dataset", "source",
                                                         "created", "updated")})
     emit(frame, "table", f"runs in {store.root}", optional=("created", "source", "dataset", "updated"))
-    click.echo("cases: completed / failed / not attempted, of the run's dataset")
     for r in listed:
         if r["damaged"]:
-            click.echo(f"{r['run_id']}: damaged: {r['damaged']}")
+            say(f"{r['run_id']}: damaged: {r['damaged']}")
         elif r["failure_causes"]:
             causes = ", ".join(f"{c['cases']} × {c['cause']}: {c['first_message']}" for c in r["failure_causes"])
             total = sum(c["cases"] for c in r["failure_causes"])
-            click.echo(f"{r['run_id']}: {total} case{'s' if total != 1 else ''} failed: {causes}")
+            say(f"{r['run_id']}: {total} case{'s' if total != 1 else ''} failed: {causes}")
 
 
 def _store(ctx: click.Context, store_dir: str | None):
@@ -66,19 +67,19 @@ def rm_cmd(ctx: click.Context, run_ids: tuple[str, ...], yes: bool, store_dir: s
     ids = list(dict.fromkeys(run_ids))
     counts = {r: removal_counts(store, r) for r in ids}  # an unknown id stops here: nothing removed
     for run_id, n in counts.items():
-        click.echo(f"run {run_id}: {n['answers']} answers, {n['judgments']} judgments, {n['decisions']} decisions")
+        say(f"run {run_id}: {n['answers']} answers, {n['judgments']} judgments, {n['decisions']} decisions")
     if not yes:
         what = f"{len(ids)} runs" if len(ids) > 1 else f"run {ids[0]!r}"
         try:
-            confirmed = click.confirm(f"Remove {what} from {store.root}?", default=False)
+            confirmed = click.confirm(visible(f"Remove {what} from {store.root}?"), default=False)
         except click.exceptions.Abort:
             confirmed = False
         if not confirmed:
-            click.echo("bedside: nothing removed", err=True)
+            say("bedside: nothing removed", err=True)
             raise click.exceptions.Exit(1)
     for run_id in ids:
         store.delete_run(run_id)
-        click.echo(f"removed {run_id}")
+        say(f"removed {run_id}")
 
 
 @runs.command("rename")
@@ -90,4 +91,4 @@ def rename_cmd(ctx: click.Context, old: str, new: str, store_dir: str | None) ->
     """Give a run another id (the new id must not exist)."""
     store = _store(ctx, store_dir)
     store.rename_run(old, new)
-    click.echo(f"renamed {old} to {new}")
+    say(f"renamed {old} to {new}")
