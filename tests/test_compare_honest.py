@@ -244,3 +244,26 @@ def test_compare_means_equal_summary_to_the_bit(demo_store: Path) -> None:
         assert means == {b: v["mean"] for b, v in summary["benchmarks"].items()}, run_id
     cases = per_case(read_runs(store, runs), JudgeSelection())
     assert cases.height  # the demo store has case scores to compare
+
+
+def test_compare_takes_a_baseline_and_refuses_an_unranked_one_in_one_line(mixed_store: Store) -> None:
+    out = _compare_json(mixed_store, "--baseline", "weak")
+    assert [(r["run_a"], r["run_b"]) for r in out["pairwise"]] == [("strong", "weak")]
+    plain = _compare_json(mixed_store)["pairwise"][0]  # (better, worse) = (strong, weak) already
+    assert out["pairwise"][0]["delta"] == plain["delta"] and out["pairwise"][0]["p_holm"] == plain["p_holm"]
+    done = bedside_process(["compare", "--all", "--store", str(mixed_store.root), "--samples", str(SAMPLES),
+                            "--baseline", "smoke"])
+    assert done.returncode == 1 and done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+    assert "baseline 'smoke' is not a ranked run" in done.stderr
+
+
+def test_run_intervals_stay_within_the_range_of_scores() -> None:
+    # Runs scoring 1 on most cases: the t interval's upper end (mean + t SE) would pass 1.
+    scores = np.ones((2, 20))
+    scores[0, [0, 10]] = 0.0
+    scores[1, [3]] = 0.2
+    result = compare_matrix(from_arrays(scores, {"a": 10, "b": 10}), ResampleSettings(200, 1))
+    for frame in (result.units, result.benchmarks):
+        bounds = frame.drop_nulls("ci_low")
+        assert bounds.height and (bounds["ci_low"] >= 0).all() and (bounds["ci_high"] <= 1).all()
+    assert result.units["ci_high"].to_list()[0] == 1.0  # clipped, not dropped

@@ -3,7 +3,8 @@
 Means are exact (``CaseMatrix.benchmark_means``: the sums ``bedside summary`` makes).
 A unit's interval, overall and per benchmark, is the stratified t of its own case
 scores (``paired_t``, the estimator of the pairs applied to scores instead of
-differences); it covers case sampling only. Ranks and rank intervals come from
+differences), clipped to the scores' range [0, 1] (a mean of scores cannot lie outside it, so clipping
+never loses coverage); it covers case sampling only. Ranks and rank intervals come from
 resamples shared by every ranked unit (``toolkit.analysis.paired``). Only units
 that pass ``ranking.ranking_gate`` are ranked, paired and put in tie groups; the
 others get their own numbers and the reason in ``not_ranked``.
@@ -135,10 +136,16 @@ def _unit_numbers(matrix: CaseMatrix) -> pl.DataFrame:
     k = len(matrix.units)
     return pl.DataFrame({
         "unit": list(matrix.units), "overall": matrix.overall(),
-        "ci_low": t.ci_low if t else np.full(k, np.nan), "ci_high": t.ci_high if t else np.full(k, np.nan),
+        "ci_low": _in_range(t.ci_low) if t else np.full(k, np.nan),
+        "ci_high": _in_range(t.ci_high) if t else np.full(k, np.nan),
         "ci_note": pl.Series(t.ci_note if t else ["no case: no interval"] * k, dtype=pl.String),
         "n_benchmarks": (counts > 0).sum(axis=1).astype(np.int64), "n_cases": counts.sum(axis=1).astype(np.int64),
     }, schema_overrides={"unit": pl.String}).with_columns(pl.col(pl.Float64).fill_nan(None))
+
+
+def _in_range(bound: np.ndarray) -> np.ndarray:
+    """An interval bound of a mean of scores, clipped to the scores' range [0, 1] (NaN stays NaN)."""
+    return np.clip(bound, 0.0, 1.0)
 
 
 def _ranks(ranked: CaseMatrix, names: list[str], observed: np.ndarray, order: np.ndarray,
@@ -189,8 +196,8 @@ def _benchmark_frame(matrix: CaseMatrix, rows: list[int]) -> pl.DataFrame:
     return pl.DataFrame({
         "unit": np.repeat(names, nb).tolist(), "benchmark": list(matrix.benchmarks) * len(rows),
         "n": counts.reshape(-1).astype(np.int64), "mean": means.reshape(-1),
-        "ci_low": np.stack([p.ci_low for p in parts], axis=1).reshape(-1) if nb else np.zeros(0),
-        "ci_high": np.stack([p.ci_high for p in parts], axis=1).reshape(-1) if nb else np.zeros(0),
+        "ci_low": _in_range(np.stack([p.ci_low for p in parts], axis=1).reshape(-1)) if nb else np.zeros(0),
+        "ci_high": _in_range(np.stack([p.ci_high for p in parts], axis=1).reshape(-1)) if nb else np.zeros(0),
         "ci_note": pl.Series(notes, dtype=pl.String),
     }, schema_overrides={"unit": pl.String, "benchmark": pl.String}).filter(pl.col("n") > 0).with_columns(
         pl.col(pl.Float64).fill_nan(None))

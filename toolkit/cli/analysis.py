@@ -174,7 +174,9 @@ def _paired_samples(samples: int, command: str) -> None:
 @click.command("compare")
 @run_options
 @click.option("--benchmarks", "per_benchmark", is_flag=True,
-              help="Pairwise rows per benchmark too (they join the Holm/BH family).")
+              help="Pairwise rows per benchmark too (Holm/BH over those rows: their own family).")
+@click.option("--baseline", default=None,
+              help="Pair every other ranked run with this one (delta = run - baseline; Holm over those pairs).")
 @click.option("--allow-mixed", is_flag=True, help="Compare runs graded on different datasets or by different judges.")
 @section_option(("leaderboard", "not_ranked", "benchmarks", "pairwise", "versus", "ranks", "separability",
                  "excluded"))
@@ -182,16 +184,18 @@ def _paired_samples(samples: int, command: str) -> None:
 @bootstrap_options
 @format_option
 @store_option
-def compare_cmd(runs: tuple[str, ...], all_runs: bool, per_benchmark: bool, allow_mixed: bool, section: str | None,
+def compare_cmd(runs: tuple[str, ...], all_runs: bool, per_benchmark: bool, baseline: str | None, allow_mixed: bool,
+                section: str | None,
                 judge: str | None, passes: tuple[int, ...], samples: int, seed: int, fmt: str,
                 store_dir: str | None) -> None:
     """Leaderboard with intervals, paired differences of every two runs (Holm/BH-adjusted p) and rank intervals."""
     _paired_samples(samples, "compare")
     store = open_store(store_dir)
     data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
-    options = CompareOptions(ResampleSettings(samples, seed), per_benchmark, allow_mixed, _selection(judge, passes))
+    options = CompareOptions(ResampleSettings(samples, seed), per_benchmark, allow_mixed, _selection(judge, passes),
+                             baseline=baseline)
     result = compare_data(data, options)
-    notes = result.notes + [f"{samples} paired resamples (seed {seed}) shared by the run intervals and ranks",
+    notes = result.notes + [f"{samples} paired resamples (seed {seed}) shared by the rank intervals",
                             PAIRED_METHOD_NOTE]
     emit_sections(result.sections(), fmt, section, notes, views={"benchmarks": _benchmark_view(result.benchmarks)})
 
