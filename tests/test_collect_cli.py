@@ -193,3 +193,22 @@ def test_a_key_given_where_its_variable_name_belongs_is_refused_and_never_echoed
         assert code == 1 and err.startswith(f"bedside: error: {flag}: expects the NAME of an environment variable")
         assert pasted not in out + err and pasted[:12] not in out + err and "1BAD" not in err
     assert not (tmp_path / "s").exists()
+
+
+def test_a_provider_s_error_text_and_a_model_name_reach_the_terminal_with_controls_visible(tmp_path: Path) -> None:
+    payload = "\x1b[2J\x1b]0;PWNED\x07\x9b31m\u202e"
+
+    def hostile(body: dict[str, Any]) -> tuple:
+        if body["model"].startswith("judge"):
+            return completion(judge_reply(body))
+        return error(400, f"rejected {payload} here")
+
+    with Recorder(hostile) as rec:
+        code, out, err = bedside("run", "--answer-model", f"ans{payload}", "--judge-model", "judge",
+                                 "--run-id", "hostile", "--base-url", rec.base_url, "--api-key-env", "PATH",
+                                 "--judge-base-url", rec.base_url, "--judge-api-key-env", "PATH",
+                                 "--store", tmp_path / "store", "--limit", "1", "--progress", "plain")
+    assert code == 3, err
+    assert "rejected \\x1b[2J\\x1b]0;PWNED\\x07\\x9b31m\\u202e here" in out + err  # said, made visible
+    for text in (out, err):
+        assert not any(c in text for c in "\x1b\x07\x9b\u202e"), text

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from toolkit import protocol
-from toolkit.cli.common import CommandError, dataset_option, emit, store_option, wide_option
+from toolkit.cli.common import CommandError, dataset_option, emit, say, store_option, wide_option
 from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES, DEFAULT_JUDGE_REASKS,
                                       DEFAULT_MAX_REPLY_BYTES, DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY,
                                       DEFAULT_TIMEOUT_S, FLOAT_RANGES,
@@ -148,18 +148,18 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
     from toolkit.collect.demo import run_demo
 
     store, reports, board = run_demo(store_dir, concurrency, progress_views(progress), replace=replace,
-                                     say=click.echo)
+                                     say=say)
     for report in reports:
-        click.echo(report.line())
+        say(report.line())
         if report.failure_line():
-            click.echo(report.failure_line())
+            say(report.failure_line())
     if board is None:  # interrupted: no leaderboard of partly collected runs
         raise _exit(EXIT_INTERRUPTED, f"interrupted; {store.root} holds partial runs. Run `bedside demo` again "
                     "to start over.")
     emit(board, "table", title="Leaderboard: simulated models on the bundled sample (macro mean, 95% CI)",
          optional=("answer_model", "judge_model"))
     where = "" if store_dir is None and "BEDSIDE_STORE" not in os.environ else f" --store {shlex.quote(str(store.root))}"
-    click.echo(f"store: {store.root}")
+    say(f"store: {store.root}")
     from pathlib import Path
 
     from toolkit.collect.demo import DEMO_MODELS
@@ -168,10 +168,10 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
     report = write_report(store, list(DEMO_MODELS), Path("reports", "demo") if not where else
                           Path(store.root).parent / f"{Path(store.root).name}-report",
                           ReportOptions(title="Demo: simulated models on the bundled sample"))
-    click.echo(f"report: {report.html}   (open in a browser; report.md, figures/ and tables/ beside it)")
-    click.echo(f"next:  bedside compare --all{where}   (paired comparisons, ranks)")
-    click.echo(f"       bedside items --all{where}     (rubric items behind the scores)")
-    click.echo("Simulated models, illustrative sample: these numbers say nothing about any real model. "
+    say(f"report: {report.html}   (open in a browser; report.md, figures/ and tables/ beside it)")
+    say(f"next:  bedside compare --all{where}   (paired comparisons, ranks)")
+    say(f"       bedside items --all{where}     (rubric items behind the scores)")
+    say("Simulated models, illustrative sample: these numbers say nothing about any real model. "
                "Not for clinical use.")
 
 
@@ -185,13 +185,13 @@ def _collect_or_estimate(collection: Collection, dry_run: bool, cancel_batch: bo
         raise click.UsageError("give --dry-run or --cancel-batch, not both")
     if dry_run:
         for line in collection.dry_run().lines():
-            click.echo(line)
+            say(line)
         return
     try:
         if cancel_batch:
-            report = collection.cancel_batch(say=click.echo)
+            report = collection.cancel_batch(say=say)
         else:  # batch messages are printed whatever --progress says
-            report = collection.run(progress, say=click.echo)
+            report = collection.run(progress, say=say)
     except EndpointUnreachable as error:  # found before anything was called or written
         raise CommandError([str(error)]) from None
     except (EndpointFatal, BatchFailed) as error:
@@ -202,7 +202,7 @@ def _collect_or_estimate(collection: Collection, dry_run: bool, cancel_batch: bo
 
 
 def _finish(report: RunReport, store: Store) -> None:
-    click.echo(report.line())
+    say(report.line())
     if report.interrupted:
         raise _exit(EXIT_INTERRUPTED, "interrupted; what completed is stored. Run the same command again to resume.")
     if report.answer_errors or report.judge_errors:

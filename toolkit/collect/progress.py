@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, TextIO
 
 from toolkit.collect.client import AdaptiveLimit, CallStats
+from toolkit.safe_text import visible
 
 
 @dataclass
@@ -110,7 +111,7 @@ class PlainView(View):
 
     def _emit(self) -> None:
         self._last = time.monotonic()
-        print(self.tracker.line(), file=self.out, flush=True)
+        print(visible(self.tracker.line()), file=self.out, flush=True)  # the run id comes from the user
 
 
 class RichView(View):
@@ -122,13 +123,14 @@ class RichView(View):
         from rich.live import Live
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
+        from rich.markup import escape
         from rich.text import Text
 
         self._progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(bar_width=30), MofNCompleteColumn(),
             TaskProgressColumn(), TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"),
             TimeRemainingColumn())
-        self._task = self._progress.add_task(tracker.label, total=max(1, tracker.total), rate="", start=False)
+        self._task = self._progress.add_task(escape(visible(tracker.label)), total=max(1, tracker.total), rate="", start=False)
         self._status = Text()
         self._console = Console(file=out, force_terminal=force_terminal)
         self._live = Live(Group(self._progress, self._status), console=self._console, refresh_per_second=4)
@@ -143,7 +145,7 @@ class RichView(View):
         elapsed = time.monotonic() - t.started
         rate = f"{t.done / elapsed:.1f} calls/s" if elapsed > 0 else ""
         self._progress.update(self._task, total=max(1, t.total), completed=t.done, rate=rate)
-        self._status.plain = "  " + t.status()
+        self._status.plain = "  " + visible(t.status())
 
     def tick(self) -> None:
         self.update()
