@@ -331,6 +331,7 @@ def test_an_unforeseen_exception_is_still_one_line(tmp_path: Path, monkeypatch, 
     def broken(*_args, **_kwargs):
         raise TypeError("something nobody checked\nsecond line")
     monkeypatch.setattr(toolkit.sql, "query", broken)
+    monkeypatch.setattr(toolkit.sql, "query_head", broken)  # table format reads only the first rows
     (tmp_path / "store").mkdir()
     one_error(capsys, ["sql", "SELECT 1", "--store", str(tmp_path / "store")],
               "internal error: TypeError: something nobody checked", "BEDSIDE_DEBUG=1")

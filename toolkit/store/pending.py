@@ -65,7 +65,6 @@ class PendingWrites:
         any commit."""
         from toolkit.store.core import _frames
 
-        self._writable()
         tables: dict[str, list[pa.Table]] = {}
         counted = []
         for pending, rows in batch:
@@ -76,6 +75,8 @@ class PendingWrites:
                 frame = frame.append_column(WRITE_ID, pa.array([pending.write_id] * frame.num_rows, pa.string()))
                 frame = frame.append_column(PART, pa.array([seg] * frame.num_rows, pa.string()))
                 tables.setdefault(table, []).append(frame)
+        if any(frame.num_rows for frames in tables.values() for frame in frames):
+            self._writable()  # claims the folder: not for a batch with no row (a file refused at its end)
         for table in DATA_TABLES:
             if table in tables:
                 delta.append(self._path(table), table, pa.concat_tables(tables[table]))
