@@ -91,8 +91,8 @@ def test_leaderboard_draws_each_run_with_its_interval_and_rank(cmp) -> None:
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     left, right = fig.axes
     assert _ticks(left) == cmp.leaderboard["run_id"].to_list()
-    (means,) = [line for line in left.lines if line.get_marker() == "o"]
-    np.testing.assert_allclose(means.get_xdata(), cmp.leaderboard["overall"].to_numpy())
+    (means,) = [c for c in left.collections if isinstance(c, PathCollection)]
+    np.testing.assert_allclose(means.get_offsets()[:, 0], cmp.leaderboard["overall"].to_numpy())
     (bars,) = [c for c in left.collections if isinstance(c, LineCollection)]
     assert len(bars.get_segments()) == cmp.leaderboard.height
     assert [line.get_marker() for line in right.lines] == ["D"] and len(right.lines[0].get_xdata()) == 4

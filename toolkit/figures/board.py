@@ -7,12 +7,14 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from toolkit.analysis.compare import Comparison
-from toolkit.figures.style import (BLUE, GREY, LIGHT, SEQUENTIAL, VERMILLION, laid_out, new_figure, num, rows_height,
+from toolkit.figures.palette import Palette, completed
+from toolkit.figures.style import (GREY, LIGHT, SEQUENTIAL, VERMILLION, laid_out, new_figure, num, rows_height,
                                    short_labels, styled)
 
 
-def leaderboard_data(cmp: Comparison) -> pl.DataFrame:
-    """One row per run in leaderboard order: overall mean and interval, observed rank and rank interval."""
+def leaderboard_data(cmp: Comparison, palette: Palette | None = None) -> pl.DataFrame:
+    """One row per run in leaderboard order: overall mean and interval, observed rank and rank interval.
+    (``palette`` only colours the figure: the leaderboard's order is its own.)"""
     board = cmp.leaderboard
     labels = short_labels(board["run_id"].to_list())
     ranks = cmp.ranks.select("run_id", "rank_median", "rank_low", "rank_high", "share_first")
@@ -22,11 +24,13 @@ def leaderboard_data(cmp: Comparison) -> pl.DataFrame:
 
 
 @laid_out
-def leaderboard(cmp: Comparison) -> Figure:
-    """Overall mean with its 95% interval per run (left) and the run's 95% rank interval (right)."""
+def leaderboard(cmp: Comparison, palette: Palette | None = None) -> Figure:
+    """Overall mean with its 95% interval per run (left, in the run's colour) and its 95% rank interval (right)."""
     frame = leaderboard_data(cmp)
     n = frame.height
     y = np.arange(n)
+    colours = completed(palette, frame["run_id"].to_list())
+    ink = [colours[r] for r in frame["run_id"].to_list()]
     with styled():
         fig = new_figure(rows_height(n, base=1.6))
         left, right = fig.subplots(1, 2, sharey=True, width_ratios=[3, 1.3])
@@ -34,8 +38,9 @@ def leaderboard(cmp: Comparison) -> Figure:
         lo = frame["ci_low"].to_numpy().astype(float)
         hi = frame["ci_high"].to_numpy().astype(float)
         has_ci = ~(np.isnan(lo) | np.isnan(hi))
-        left.hlines(y[has_ci], lo[has_ci], hi[has_ci], color=BLUE, linewidth=2.2, alpha=0.55)
-        left.plot(mean, y, "o", color=BLUE, markersize=6, zorder=3)
+        left.hlines(y[has_ci], lo[has_ci], hi[has_ci], color=[c for c, ok in zip(ink, has_ci) if ok], linewidth=2.2,
+                    alpha=0.55)
+        left.scatter(mean, y, color=ink, s=40, edgecolor="#404040", linewidth=0.4, zorder=3)
         for i in np.flatnonzero(np.isnan(mean)):
             left.text(0.5, y[i], "no score", ha="center", va="center", color=GREY, fontsize=9)
         left.set_xlim(*_unit_limits(np.concatenate([mean, lo, hi])))
