@@ -26,10 +26,11 @@ from toolkit.store import Store
 
 @pytest.fixture(scope="module")
 def four_runs(tmp_path_factory: pytest.TempPathFactory, ) -> Store:
-    """r0..r3 of rising skill on the sample; r0 judged twice, r3 failed its first two cases."""
+    """r0..r3 of rising skill on the sample; r0 judged twice, r3 failed the first case of two benchmarks
+    (it keeps 2 of 3 cases there, so it is still ranked)."""
     dataset = load_dataset()
     store = Store.open(tmp_path_factory.mktemp("compare") / "store")
-    first_two = frozenset(dataset.cases["case_id"].to_list()[:2])
+    first_two = frozenset(dataset.cases["case_id"].gather([0, 3]).to_list())
     for i in range(4):
         write_run(store, dataset, f"r{i}", skill=0.4 * i, seed=i, created=i, passes=2 if i == 0 else 1,
                   failed=first_two if i == 3 else frozenset())
@@ -94,15 +95,21 @@ def test_pairwise_table(four_runs: Store, capsys) -> None:
     assert ranks["share_first"].sum() == pytest.approx(1.0)
 
 
-def test_per_benchmark_rows_join_the_family(four_runs: Store, capsys) -> None:
-    result = _json(capsys, "compare", "--all", "--store", str(four_runs.root), "--samples", "300", "--format",
-                   "json", "--benchmarks", "--section", "pairwise")
-    pairs = pl.DataFrame(result["pairwise"])
+def test_per_benchmark_rows_are_a_family_of_their_own(four_runs: Store, capsys) -> None:
+    """Holm/BH of a row depend on its family (the family column), never on what else is displayed."""
+    args = ["compare", "--all", "--store", str(four_runs.root), "--samples", "300", "--format", "json",
+            "--section", "pairwise"]
+    pairs = pl.DataFrame(_json(capsys, *args, "--benchmarks")["pairwise"])
     assert pairs.height == 6 * 11
-    p = pairs["p_value"].to_numpy()
-    m = np.isfinite(p).sum()
+    assert pairs.group_by("family").len().sort("family").rows() == [("overall", 6), ("per benchmark", 60)]
+    detail = pairs.filter(pl.col("family") == "per benchmark")
+    p = detail["p_value"].to_numpy()
     smallest = int(np.nanargmin(p))
-    assert pairs["p_holm"][smallest] == pytest.approx(min(1.0, m * p[smallest]))
+    assert detail["p_holm"][smallest] == pytest.approx(min(1.0, np.isfinite(p).sum() * p[smallest]))
+    alone = pl.DataFrame(_json(capsys, *args)["pairwise"])
+    assert alone["family"].unique().to_list() == ["overall"]
+    assert pairs.filter(pl.col("family") == "overall").select("run_a", "run_b", "p_holm", "p_bh").equals(
+        alone.select("run_a", "run_b", "p_holm", "p_bh"))
 
 
 def test_seed_fixes_every_number(four_runs: Store, capsys) -> None:
@@ -110,8 +117,9 @@ def test_seed_fixes_every_number(four_runs: Store, capsys) -> None:
     first = _json(capsys, *args)
     assert _json(capsys, *args) == first
     other = _json(capsys, *args, "--seed", "7")
-    assert other["leaderboard"][0]["overall"] == first["leaderboard"][0]["overall"]
-    assert other["leaderboard"][0]["ci_low"] != first["leaderboard"][0]["ci_low"]
+    # Run intervals are t intervals (no resampling); only the rank intervals rest on the seed.
+    assert other["leaderboard"] == first["leaderboard"]
+    assert other["ranks"] != first["ranks"]
 
 
 def test_csv_section_is_plain_csv(four_runs: Store, capsys) -> None:
@@ -125,8 +133,8 @@ def test_csv_without_section_marks_each_table(four_runs: Store, capsys) -> None:
     assert main(["compare", "--all", "--store", str(four_runs.root), "--samples", "200", "--format", "csv"]) == 0
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
-    assert [x for x in lines if x.startswith("# ")] == ["# leaderboard", "# benchmarks", "# pairwise", "# ranks",
-                                                         "# excluded"]
+    assert [x for x in lines if x.startswith("# ")] == ["# leaderboard", "# not_ranked", "# benchmarks", "# pairwise",
+                                                         "# versus", "# ranks", "# separability", "# excluded"]
     assert "paired resamples" in captured.err  # notes go to stderr, so the CSV stays clean
 
 
@@ -258,13 +266,14 @@ def test_p_value_of_a_difference_that_never_varies_is_a_sign_test() -> None:
     """No resample can differ: not p = 0 (Holm and BH would keep it at 0) but the exact sign test."""
     t = paired_t(np.full((1, 4), 0.5))
     assert t.p_value[0] == pytest.approx(2.0 ** (1 - 4)) and t.se[0] == 0 and np.isnan(t.mdd80[0])
-    # p >= 0.05: the interval is stretched to 0, so it agrees with the p-value; at 6 cases the point.
-    assert (t.ci_low[0], t.ci_high[0]) == (0.0, 0.5)
+    # No spread: no interval (never a point range labelled 95%), and the note says why.
+    assert np.isnan([t.ci_low[0], t.ci_high[0]]).all() and t.ci_note == ["no variation between cases: no interval"]
     t = paired_t(np.full((1, 6), -0.5))
-    assert t.p_value[0] == pytest.approx(2.0 ** -5) and (t.ci_low[0], t.ci_high[0]) == (-0.5, -0.5)
-    assert np.isnan(paired_t(np.array([[0.5, np.nan]])).p_value[0])  # one common case
+    assert t.p_value[0] == pytest.approx(2.0 ** -5) and np.isnan([t.ci_low[0], t.ci_high[0]]).all()
+    one = paired_t(np.array([[0.5, np.nan]]))
+    assert np.isnan(one.p_value[0]) and one.ci_note == ["1 case: no interval"]  # one common case
     same = paired_t(np.zeros((1, 4)))
-    assert same.p_value[0] == 1.0 and (same.ci_low[0], same.ci_high[0]) == (0.0, 0.0)  # identical runs
+    assert same.p_value[0] == 1.0 and np.isnan([same.ci_low[0], same.ci_high[0]]).all()  # identical runs
     # Constant within each benchmark but in both directions: 3 wins, 2 losses.
     mixed = np.array([[0.5, 0.5, 0.5, -0.25, -0.25]])
     p = paired_t(mixed, (slice(0, 3), slice(3, 5))).p_value[0]
@@ -277,15 +286,17 @@ def test_p_value_of_a_difference_that_never_varies_is_a_sign_test() -> None:
     table = compare_matrix(from_arrays(np.stack([base + 0.01, base]), {"a": 10, "b": 10}), ResampleSettings(500, 1),
                            per_benchmark=True).pairwise
     assert table["p_value"].to_list() == pytest.approx([2.0 ** -19, 2.0 ** -9, 2.0 ** -9])
-    assert table["ci_low"].to_list() == pytest.approx([0.01] * 3) and table["ci_high"].to_list() == pytest.approx(
-        [0.01] * 3)
+    assert table["ci_low"].null_count() == 3 and table["ci_high"].null_count() == 3
+    assert table["ci_note"].to_list() == ["no variation between cases: no interval"] * 3
     assert (table["p_holm"] > 0).all() and (table["p_bh"] > 0).all()
     present = np.ones((2, 10))
-    present[1, 1:5] = 0  # one common case in benchmark a
+    present[0, 1:3], present[1, 3:5] = 0, 0  # 3 cases each in benchmark a, one of them common
     table = compare_matrix(from_arrays(np.random.default_rng(1).random((2, 10)), {"a": 5, "b": 5}, present=present),
                            ResampleSettings(500, 1), per_benchmark=True).pairwise
     row = table.filter(pl.col("benchmark") == "a").row(0, named=True)
     assert row["n_cases"] == 1 and row["p_value"] is None and row["p_holm"] is None and row["p_bh"] is None
+    overall = table.filter(pl.col("benchmark") == "overall").row(0, named=True)  # b's variance is no help for a
+    assert overall["ci_low"] is None and overall["ci_note"] == "1 case in 1 benchmark: no interval"
 
 
 def test_competition_ranks_match_scipy_min_ranks() -> None:
@@ -343,9 +354,10 @@ def test_wilcoxon_p_of_a_row_does_not_depend_on_the_other_rows() -> None:
     assert wilcoxon_p(block) == pytest.approx(alone[[i for i, row in enumerate(rows) if row.size == 25]], rel=1e-12)
 
 
-def test_a_run_with_one_case_per_benchmark_is_said_to_thin_the_rank_resamples() -> None:
-    from toolkit.analysis.matrix import from_arrays
-    from toolkit.analysis.paired import ResampleSettings, small_sample_note
+def test_a_smoke_run_is_not_ranked_and_leaves_the_rank_resamples_whole() -> None:
+    """One case per benchmark: listed in not_ranked with the reason; the ranked runs' rank intervals rest on
+    every resample, exactly as without it. A ranked run with few cases still says it thins them."""
+    from toolkit.analysis.paired import small_sample_note
 
     rng = np.random.default_rng(2)
     sizes = {"a": 30, "b": 30, "c": 30}
@@ -355,11 +367,22 @@ def test_a_run_with_one_case_per_benchmark_is_said_to_thin_the_rank_resamples() 
     present[2, [0, 30, 60]] = 1.0  # a smoke run: one case per benchmark
     result = compare_matrix(from_arrays(scores, sizes, ["full-1", "full-2", "smoke"], present),
                             ResampleSettings(2000, 5))
-    used = int(result.ranks["resamples"][0])
-    assert 0 < used < 2000
-    assert any(f"rank intervals rest on {used:,} of 2,000 resamples" in n and "(smoke)" in n for n in result.notes)
-    assert "a benchmark with a single case has no spread to estimate" in small_sample_note(1)[0]
-    assert "single case" not in small_sample_note(5)[0]
-    assert "pairwise" not in small_sample_note(5, paired=False)[0]  # harms has no paired rows to speak of
     full = compare_matrix(from_arrays(scores[:2], sizes, ["full-1", "full-2"]), ResampleSettings(2000, 5))
-    assert not any("rank intervals rest on" in n for n in full.notes)
+    assert result.units["unit"].to_list() == ["full-1", "full-2"] or result.units["unit"].to_list() == ["full-2",
+                                                                                                       "full-1"]
+    assert result.not_ranked.select("unit", "n_benchmarks", "n_cases", "reason").rows() == [
+        ("smoke", 3, 3, "1 case in 3 benchmarks")]
+    assert result.not_ranked["ci_low"][0] is None and result.not_ranked["ci_note"][0] == \
+        "1 case per benchmark: no interval"
+    assert result.ranks.equals(full.ranks) and result.ranks["resamples"].to_list() == [2000, 2000]
+    assert set(result.pairwise.select("run_a", "run_b").rows()) == {("full-1", "full-2")} or set(
+        result.pairwise.select("run_a", "run_b").rows()) == {("full-2", "full-1")}
+    assert not any("rank intervals rest on" in n for n in result.notes)
+    assert any("1 run(s) not ranked (smoke; see not_ranked)" in n for n in result.notes)
+    thin = present.copy()
+    thin[2, [1, 31, 61]] = 1.0  # two cases per benchmark: ranked, and some resamples draw none of them
+    result = compare_matrix(from_arrays(scores, sizes, ["full-1", "full-2", "thin"], thin), ResampleSettings(2000, 5))
+    used = int(result.ranks["resamples"][0])
+    assert 0 < used < 2000 and result.not_ranked.height == 0
+    assert any(f"rank intervals rest on {used:,} of 2,000 resamples" in n and "(thin)" in n for n in result.notes)
+    assert "pairwise" not in small_sample_note(5, paired=False)[0]  # harms has no paired rows to speak of

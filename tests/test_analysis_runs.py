@@ -52,15 +52,15 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
 def test_leaderboard_says_what_each_run_did_not_cover(store: Store, capsys) -> None:
     out = _json(capsys, "compare", "--run", "full", "--run", "partial", "--store", str(store.root),
                 "--samples", "200", "--format", "json")
-    board = {row["run_id"]: row for row in out["leaderboard"]}
-    assert (board["partial"]["completed"], board["partial"]["failed"], board["partial"]["not_attempted"]) == (26, 1, 3)
-    assert board["partial"]["benchmarks_missing"] == SAFETY
-    assert (board["full"]["not_attempted"], board["full"]["benchmarks_missing"]) == (0, "")
+    assert [row["run_id"] for row in out["leaderboard"]] == ["full"] and out["pairwise"] == []
+    partial = out["not_ranked"][0]  # a macro mean over 9 benchmarks is not ranked against one over 10
+    assert (partial["run_id"], partial["completed"], partial["n_benchmarks"]) == ("partial", 26, 9)
+    assert (partial["benchmarks_missing"], partial["reason"]) == (SAFETY, "covers 9 of 10 benchmarks")
+    assert partial["ci_low"] < partial["overall"] < partial["ci_high"]  # its own numbers, over what it has
+    assert (out["leaderboard"][0]["not_attempted"], out["leaderboard"][0]["benchmarks_missing"]) == (0, "")
     notes = " | ".join(out["notes"])
-    assert "runs cover different benchmarks" in notes
-    assert "completed case sets differ between runs (1 of 2 lack some of the 30 cases" in notes
-    assert "each pair is compared on the cases both completed" in notes
-    assert out["pairwise"][0]["n_cases"] == 26
+    assert "1 run(s) not ranked (partial; see not_ranked)" in notes
+    assert "runs cover different benchmarks" not in notes
 
 
 def test_same_case_sets_get_no_case_set_note(store: Store, capsys) -> None:
@@ -74,12 +74,19 @@ def test_same_case_sets_get_no_case_set_note(store: Store, capsys) -> None:
 def test_single_run_and_pairs_without_common_cases_are_said(store: Store, capsys) -> None:
     out = _json(capsys, "compare", "--run", "full", "--store", str(store.root), "--samples", "200",
                 "--format", "json")
-    assert out["pairwise"] == [] and any("a single run (full): there is no pair to compare" in n
+    assert out["pairwise"] == [] and any("a single ranked run (full): there is no pair to compare" in n
                                          for n in out["notes"])
     out = _json(capsys, "compare", "--run", "only-drug", "--run", "only-calc", "--store", str(store.root),
                 "--samples", "200", "--format", "json")
-    assert out["pairwise"][0]["n_cases"] == 0 and out["pairwise"][0]["p_holm"] is None
-    assert any("1 pair(s) of runs share no completed case" in n for n in out["notes"])
+    assert out["leaderboard"] == [] and out["pairwise"] == []
+    assert [(r["run_id"], r["reason"]) for r in out["not_ranked"]] == [("only-drug", "covers 1 of 2 benchmarks"),
+                                                                      ("only-calc", "covers 1 of 2 benchmarks")]
+    present = np.zeros((2, 8))
+    present[0, [0, 1, 4, 5]] = present[1, [2, 3, 6, 7]] = 1  # both ranked, no case in common
+    result = compare_matrix(from_arrays(np.random.default_rng(0).random((2, 8)), {"a": 4, "b": 4}, present=present),
+                            ResampleSettings(200, 1))
+    assert result.pairwise["n_cases"].to_list() == [0] and result.pairwise["p_holm"].to_list() == [None]
+    assert any("1 pair(s) of runs share no completed case" in n for n in result.notes)
     assert main(["compare", "--run", "full", "--store", str(store.root), "--samples", "200"]) == 0
     assert "no pair to compare" in capsys.readouterr().out  # the table format prints the notes too
 

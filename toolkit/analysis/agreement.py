@@ -7,7 +7,7 @@ Krippendorff's alpha (nominal, every item at least two raters decided), see
 ``toolkit.analysis.reliability``; per rater pair the same for the two; the case
 score difference between raters per benchmark and overall with paired t
 intervals and p-values (the comparison engine with raters in place of runs, Holm
-and BH over the whole table); and the cases whose score moves the most between raters.
+and BH over all runs' rows of one family: the overall rows, the per-benchmark rows); and the cases whose score moves the most between raters.
 """
 
 from __future__ import annotations
@@ -79,8 +79,9 @@ def judge_agreement(data: RunData, options: AgreementOptions = AgreementOptions(
         pairs.append(pair_frame.with_columns(run_id=pl.lit(run_id)))
         run_passes = passes.filter(pl.col("run_id") == run_id)
         order = sorted(run_passes["rater"].unique().to_list())
+        # Raters of one run share its cases: a benchmark of one case still gives a pair to read.
         compared = compare_cases(run_passes.select("rater", "benchmark", "case_id", "score"), order,
-                                 options.resamples, per_benchmark=True, unit="rater")
+                                 options.resamples, per_benchmark=True, unit="rater", min_cases=1)
         scores.append(compared.pairwise.rename({"run_a": "rater_a", "run_b": "rater_b"})
                       .with_columns(run_id=pl.lit(run_id)))
         notes += [f"run {run_id}: {note}" for note in compared.notes]
@@ -92,12 +93,19 @@ def judge_agreement(data: RunData, options: AgreementOptions = AgreementOptions(
     return Agreement(
         lead(pl.concat(summaries)),
         lead(pl.concat(pairs)),
-        lead(adjust(pl.concat(scores).drop("p_holm", "p_bh"))),
+        lead(_adjust_by_family(pl.concat(scores))),
         lead(pl.concat(flips).sort(["score_range", "items_disagreeing"], descending=True, maintain_order=True)
              .head(options.top)),
         skipped,
         notes + small_sample_note(min(smallest, default=None)),
     )
+
+
+def _adjust_by_family(rows: pl.DataFrame) -> pl.DataFrame:
+    """Holm/BH over every run's rows of one family (overall, per benchmark), rows kept in place."""
+    indexed = rows.drop("p_holm", "p_bh").with_row_index("_i")
+    return pl.concat([adjust(part) for part in indexed.partition_by("family", maintain_order=True)]).sort(
+        "_i").drop("_i").select(rows.columns)
 
 
 def _ratings(decisions: pl.DataFrame) -> tuple[list[str], np.ndarray]:

@@ -9,6 +9,7 @@ actually has.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -39,17 +40,45 @@ class CaseMatrix:
 
     def benchmark_counts(self) -> np.ndarray:
         """(units, benchmarks): completed cases per benchmark."""
+        if not self.slices:
+            return np.zeros((len(self.units), 0))
         return np.stack([self.present[:, s].sum(axis=1) for s in self.slices], axis=1)
 
     def benchmark_means(self) -> np.ndarray:
-        """(units, benchmarks): mean score over the unit's cases of each benchmark (NaN without cases)."""
-        sums = np.stack([self.scores[:, s].sum(axis=1) for s in self.slices], axis=1)
+        """(units, benchmarks): mean score over the unit's cases of each benchmark (NaN without cases).
+
+        Sums are exact (``math.fsum``, as ``bedside summary`` sums), so the same cases give the same
+        mean to the last bit whatever their order."""
+        sums = np.array([[math.fsum(row) for row in self.scores[:, s]] for s in self.slices]).T.reshape(
+            len(self.units), len(self.slices))
         with np.errstate(invalid="ignore", divide="ignore"):
             return sums / self.benchmark_counts()
 
     def overall(self) -> np.ndarray:
-        """(units,): macro mean over the benchmarks the unit has cases in."""
-        return macro(self.benchmark_means(), self.benchmark_counts() > 0)
+        """(units,): macro mean over the benchmarks the unit has cases in, summed exactly like ``summary``."""
+        means, has = self.benchmark_means(), self.benchmark_counts() > 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.array([math.fsum(m[h]) for m, h in zip(means, has)]).reshape(len(self.units)) / has.sum(axis=1)
+
+    def values(self) -> np.ndarray:
+        """(units, cases) scores with NaN where the unit has no case (the form ``paired_t`` takes)."""
+        return np.where(self.present > 0, self.scores, np.nan)
+
+    def subset(self, rows: Sequence[int]) -> CaseMatrix:
+        """The matrix of these units only, without the cases (and benchmarks) none of them completed."""
+        rows = list(rows)
+        present = self.present[rows]
+        keep = present.any(axis=0)
+        names, slices, stop = [], [], 0
+        for name, s in zip(self.benchmarks, self.slices):
+            n = int(keep[s].sum())
+            if n:
+                names.append(name)
+                slices.append(slice(stop, stop + n))
+                stop += n
+        return CaseMatrix(tuple(self.units[i] for i in rows), tuple(names), tuple(slices),
+                          tuple(c for c, k in zip(self.case_ids, keep.tolist()) if k),
+                          self.scores[rows][:, keep], present[:, keep])
 
 
 def macro(per_benchmark: np.ndarray, has: np.ndarray) -> np.ndarray:

@@ -29,15 +29,18 @@ detects with 80% power, ``(t(0.975, df) + t(0.80, df)) SE``, taking the observed
 SE as the true one (the usual planning approximation): a difference smaller
 than it may well go unseen, so "not significant" is not "equal".
 
-Degenerate rows: a benchmark with one common case adds its difference to delta
-but no variance or degrees of freedom (nothing to estimate there). Fewer than 2
-common cases: everything but delta is NaN. When no benchmark's differences vary
-(beyond TIE) there is no spread to estimate: p = 1 when delta is 0, else an exact
-sign test on the case differences (ties dropped), which is bounded away from 0
-for few cases so Holm and BH do not turn a couple of cases into a certainty; the
-interval is then the point delta when p < 0.05 and is stretched to include 0
-otherwise (the data cannot tell delta from 0), keeping "excludes 0 iff p < 0.05";
-df and mdd80 are NaN.
+The same estimator gives a run's own interval: applied to one run's case scores
+instead of differences, delta is its macro mean and the interval a stratified t
+interval of it (``compare``'s leaderboard and benchmark rows).
+
+Where no interval can be estimated it is NaN and ``ci_note`` says why (never a
+point range labelled 95%). Fewer than 2 cases: everything but delta is NaN. A
+benchmark with a single case has no variance to estimate, so a row with one
+(while others vary) has no interval, SE or p. When no benchmark's differences
+vary (beyond TIE) there is no spread to estimate: no interval; p = 1 when delta
+is 0, else an exact sign test on the case differences (ties dropped), which is
+bounded away from 0 for few cases so Holm and BH do not turn a couple of cases
+into a certainty; df and mdd80 are NaN.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ class PairedT:
     ci_low: np.ndarray
     ci_high: np.ndarray
     mdd80: np.ndarray
+    ci_note: list[str | None]  # why a row has no interval (None where it has one)
 
 
 def paired_t(differences: np.ndarray, strata: Sequence[slice] | None = None) -> PairedT:
@@ -107,7 +111,7 @@ def paired_t(differences: np.ndarray, strata: Sequence[slice] | None = None) -> 
     strata = list(strata) if strata is not None else [slice(0, d.shape[1])]
     k = d.shape[0]
     means, variance, df_den = np.zeros(k), np.zeros(k), np.zeros(k)
-    used = np.zeros(k)  # benchmarks with a common case
+    used, single = np.zeros(k), np.zeros(k)  # benchmarks with a common case; those with exactly one
     varying, single_df = np.zeros(k), np.zeros(k)  # benchmarks whose differences vary; sum of their m - 1
     flat = np.ones(k, dtype=bool)
     n = (~np.isnan(d)).sum(axis=1)
@@ -121,6 +125,7 @@ def paired_t(differences: np.ndarray, strata: Sequence[slice] | None = None) -> 
             v = np.where(m >= 2, squares / (m * (m - 1.0)), 0.0)  # s_b^2 / m_b
             means += np.where(m >= 1, mean, 0.0)
             used += m >= 1
+            single += m == 1
             variance += v
             df_den += np.where(m >= 2, v ** 2 / (m - 1.0), 0.0)
             varying += v > 0
@@ -133,7 +138,8 @@ def paired_t(differences: np.ndarray, strata: Sequence[slice] | None = None) -> 
         df = np.where(varying == 1, single_df, variance ** 2 / df_den)
     usable = (n >= 2) & (used >= 1)
     degenerate = usable & (flat | ~(se > 0))
-    regular = usable & ~degenerate
+    partial = usable & ~degenerate & (single > 0)  # a benchmark of one case: its variance is unknown
+    regular = usable & ~degenerate & ~partial
     out = {name: np.full(k, np.nan) for name in ("se", "df", "p_value", "ci_low", "ci_high", "mdd80")}
     if regular.any():
         special = _t_distribution()
@@ -151,12 +157,21 @@ def paired_t(differences: np.ndarray, strata: Sequence[slice] | None = None) -> 
         if moved.any():
             part = d[rows[moved]]
             p[moved] = sign_test_p((part > TIE).sum(axis=1), (part < -TIE).sum(axis=1))
-        point = delta[rows]
         out["se"][rows] = 0.0
         out["p_value"][rows] = p
-        out["ci_low"][rows] = np.where(p < LEVEL, point, np.minimum(point, 0.0))
-        out["ci_high"][rows] = np.where(p < LEVEL, point, np.maximum(point, 0.0))
-    return PairedT(delta=delta, **out)
+    notes: list[str | None] = [None] * k
+    for i in np.flatnonzero(~regular).tolist():
+        if n[i] == 0:
+            notes[i] = "no case: no interval"
+        elif n[i] == 1:
+            notes[i] = "1 case: no interval"
+        elif single[i] == used[i]:
+            notes[i] = "1 case per benchmark: no interval"
+        elif degenerate[i]:
+            notes[i] = "no variation between cases: no interval"
+        else:
+            notes[i] = f"1 case in {int(single[i])} benchmark{'s' if single[i] > 1 else ''}: no interval"
+    return PairedT(delta=delta, ci_note=notes, **out)
 
 
 def sign_test_p(wins: np.ndarray, losses: np.ndarray) -> np.ndarray:

@@ -16,8 +16,12 @@ the many exact ties of rubric scores from inflating the statistic; it is NaN whe
 every difference is zero.
 
 Columns: run_a, run_b, benchmark ("overall" or a benchmark), n_cases (common),
-mean_a, mean_b, delta, ci_low, ci_high, p_value, se, df, mdd80, wins, ties,
-losses, wilcoxon_p, p_holm, p_bh (Holm and BH over every row of the table).
+mean_a, mean_b, delta (= mean over benchmarks of a - b), ci_low, ci_high, ci_note
+(why a row has no interval), p_value, se, df, mdd80, wins, ties, losses (a's view),
+wilcoxon_p, p_holm, p_bh and family. Holm and BH adjust within a family, never
+over what happens to be displayed: the overall rows are one family ("overall"),
+the per-benchmark rows another ("per benchmark"), so asking for per-benchmark
+rows never changes an overall row's adjusted p.
 """
 
 from __future__ import annotations
@@ -32,18 +36,21 @@ from toolkit.analysis.paired_t import paired_t
 from toolkit.analysis.wilcoxon import wilcoxon_p
 
 OVERALL = "overall"
+OVERALL_FAMILY = "overall"
+BENCHMARK_FAMILY = "per benchmark"
 METHOD_NOTE = ("pairwise: delta -/+ t(0.975, df) SE and p = 2 P(T_df > |delta| / SE), one stratified paired t "
                "(df: m - 1 for one benchmark, Welch-Satterthwaite over benchmarks), so an interval excludes 0 "
                "exactly when p < 0.05; mdd80 = (t(0.975, df) + t(0.8, df)) SE is the difference detected with "
-               "80% power; Holm and BH over the pairwise rows shown")
+               "80% power; Holm and BH within each row's family (the family column: the overall rows, or the "
+               "per-benchmark rows), so showing per-benchmark rows never changes an overall row's adjusted p")
 
 
 def pairwise(matrix: CaseMatrix, first: np.ndarray, second: np.ndarray, per_benchmark: bool = False
              ) -> pl.DataFrame:
     """One row per pair (overall), plus one per pair x benchmark when ``per_benchmark``.
 
-    ``first``/``second`` index the units of each pair. ``p_holm`` and ``p_bh`` adjust over every row
-    returned (the family shown).
+    ``first``/``second`` index the units of each pair (delta = first - second). ``p_holm`` and ``p_bh``
+    adjust within each family: the overall rows, and the per-benchmark rows.
     """
     S, M = matrix.scores, matrix.present
     both = M[first] * M[second]
@@ -60,13 +67,14 @@ def pairwise(matrix: CaseMatrix, first: np.ndarray, second: np.ndarray, per_benc
     # Case differences on common cases (NaN elsewhere); the counts and Wilcoxon treat those within TIE as
     # exact ties (the t keeps them as they are, so delta is the plain mean and a tie changes nothing).
     differences = np.where(both > 0, S[first] - S[second], np.nan)
-    frames = [_rows(matrix, first, second, OVERALL, both.sum(axis=1), macro(mean_a, has), macro(mean_b, has),
-                    differences, matrix.slices)]
+    frames = [adjust(_rows(matrix, first, second, OVERALL, both.sum(axis=1), macro(mean_a, has), macro(mean_b, has),
+                           differences, matrix.slices)).with_columns(family=pl.lit(OVERALL_FAMILY))]
     if per_benchmark:
-        for b, (name, s) in enumerate(zip(matrix.benchmarks, matrix.slices)):
-            frames.append(_rows(matrix, first, second, name, common[:, b], mean_a[:, b], mean_b[:, b],
-                                differences[:, s], None).filter(pl.col("n_cases") > 0))
-    return adjust(pl.concat(frames))
+        rows = [_rows(matrix, first, second, name, common[:, b], mean_a[:, b], mean_b[:, b], differences[:, s],
+                      None).filter(pl.col("n_cases") > 0) for b, (name, s) in enumerate(zip(matrix.benchmarks,
+                                                                                          matrix.slices))]
+        frames.append(adjust(pl.concat(rows)).with_columns(family=pl.lit(BENCHMARK_FAMILY)))
+    return pl.concat(frames)
 
 
 def _rows(matrix: CaseMatrix, first: np.ndarray, second: np.ndarray, scope: str, n: np.ndarray, mean_a: np.ndarray,
@@ -79,7 +87,7 @@ def _rows(matrix: CaseMatrix, first: np.ndarray, second: np.ndarray, scope: str,
     return pl.DataFrame({
         "run_a": units[first].tolist(), "run_b": units[second].tolist(), "benchmark": [scope] * first.size,
         "n_cases": n.astype(np.int64), "mean_a": mean_a, "mean_b": mean_b, "delta": t.delta,
-        "ci_low": t.ci_low, "ci_high": t.ci_high, "p_value": t.p_value, "se": t.se, "df": t.df, "mdd80": t.mdd80,
+        "ci_low": t.ci_low, "ci_high": t.ci_high, "ci_note": pl.Series(t.ci_note, dtype=pl.String), "p_value": t.p_value, "se": t.se, "df": t.df, "mdd80": t.mdd80,
         "wins": (sign > 0).sum(axis=1), "ties": (sign == 0).sum(axis=1), "losses": (sign < 0).sum(axis=1),
         "wilcoxon_p": wilcoxon_p(differences),
     }, schema_overrides={"wins": pl.Int64, "ties": pl.Int64, "losses": pl.Int64}).with_columns(

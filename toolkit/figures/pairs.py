@@ -25,31 +25,18 @@ def _need_pairs(cmp: Comparison, what: str) -> None:
 
 
 def pairwise_forest_data(cmp: Comparison, baseline: str | None = None) -> pl.DataFrame:
-    """The overall pairwise rows drawn in the forest, oriented and in plotting order (top first).
+    """The overall pairwise rows drawn in the forest, as ``cmp.pairwise`` gives them, in plotting order.
 
-    Without a baseline: every pair as (better, worse) like ``cmp.pairwise``. With one: each other
-    run against it, oriented as other - baseline (delta and interval negated where the analysis had
-    the baseline first; p-values unchanged). Pairs without a common case are left out. ``shown``
-    marks the rows drawn: the ``FOREST_TOP`` largest |delta| when there are more.
+    The comparison has oriented them already: every pair as (better, worse), or with ``cmp.baseline``
+    each other run against it (other - baseline), with Holm over that family. ``baseline``, if given,
+    must be the comparison's own (a figure never re-orients). Pairs without a common case are left out.
+    ``shown`` marks the rows drawn: the ``FOREST_TOP`` largest |delta| when there are more.
     """
     _need_pairs(cmp, "pairwise_forest")
+    if baseline is not None and baseline != cmp.baseline:
+        raise ValueError(f"pairwise_forest: baseline {baseline!r} is not the comparison's baseline "
+                         f"({cmp.baseline!r}); compare with CompareOptions(baseline={baseline!r})")
     rows = cmp.pairwise.filter(pl.col("benchmark") == OVERALL)
-    if baseline is not None:
-        runs = cmp.leaderboard["run_id"].to_list()
-        if baseline not in runs:
-            raise ValueError(f"pairwise_forest: baseline {baseline!r} is not one of the compared runs "
-                             f"({', '.join(runs)})")
-        rows = rows.filter((pl.col("run_a") == baseline) | (pl.col("run_b") == baseline))
-        flip = pl.col("run_a") == baseline
-        rows = rows.with_columns(
-            run_a=pl.when(flip).then(pl.col("run_b")).otherwise(pl.col("run_a")),
-            run_b=pl.lit(baseline),
-            delta=pl.when(flip).then(-pl.col("delta")).otherwise(pl.col("delta")),
-            ci_low=pl.when(flip).then(-pl.col("ci_high")).otherwise(pl.col("ci_low")),
-            ci_high=pl.when(flip).then(-pl.col("ci_low")).otherwise(pl.col("ci_high")),
-            mean_a=pl.when(flip).then(pl.col("mean_b")).otherwise(pl.col("mean_a")),
-            mean_b=pl.when(flip).then(pl.col("mean_a")).otherwise(pl.col("mean_b")),
-        )
     labels = short_labels(cmp.leaderboard["run_id"].to_list(), width=22)
     out = rows.filter(pl.col("delta").is_not_null()).select(
         "run_a", "run_b", "n_cases", "mean_a", "mean_b", "delta", "ci_low", "ci_high", "p_value", "p_holm",

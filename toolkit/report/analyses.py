@@ -11,8 +11,7 @@ import polars as pl
 
 from toolkit.analysis import (Agreement, AgreementOptions, Comparison, CompareOptions, HarmOptions, ItemAnalysis,
                               ItemOptions, ResampleSettings, analyse_items, compare_data, harms, judge_agreement)
-from toolkit.analysis.multiplicity import adjust
-from toolkit.analysis.pairs import OVERALL
+from toolkit.analysis.pairs import OVERALL_FAMILY
 from toolkit.bootstrap import BootstrapSettings
 from toolkit.selection import JudgeSelection, RunData, per_case, read_runs
 from toolkit.store import Store
@@ -45,7 +44,7 @@ class Analyses:
     data: RunData
     cases: pl.DataFrame  # per_case: one row per run x completed case
     cmp: Comparison
-    pairs: pl.DataFrame  # the pairwise rows shown (every pair, or each run against the baseline)
+    pairs: pl.DataFrame  # cmp's overall pairwise rows as compare oriented them (every pair, or each run vs baseline)
     items: ItemAnalysis | None
     harm: pl.DataFrame | None
     agreement: Agreement | None
@@ -59,11 +58,11 @@ def analyse(store: Store, run_ids: list[str], resamples: ResampleSettings, selec
     with timings.phase("read"):
         data = read_runs(store, run_ids, texts=True)
     with timings.phase("analysis"):
-        cmp = compare_data(data, CompareOptions(resamples, False, allow_mixed, selection))
-        kept = cmp.leaderboard["run_id"].to_list()
-        if baseline is not None and baseline not in kept:
-            why = "is not among the compared runs" if baseline not in run_ids else "was left out of the comparison"
-            raise ValueError(f"report: --baseline {baseline!r} {why} (compared: {', '.join(kept)})")
+        try:
+            cmp = compare_data(data, CompareOptions(resamples, False, allow_mixed, selection, baseline))
+        except ValueError as error:
+            raise ValueError(f"report: {error}") from None
+        kept = cmp.leaderboard["run_id"].to_list() + cmp.not_ranked["run_id"].to_list()
         cases = per_case(data, selection)
         absent: dict[str, str] = {}
         items = _optional("items", absent, lambda: analyse_items(data, ItemOptions(selection, top=10)))
@@ -72,8 +71,8 @@ def analyse(store: Store, run_ids: list[str], resamples: ResampleSettings, selec
             data, AgreementOptions(selection.judge, selection.passes, resamples, 10)))
         reference = summarize_data(data, kept, SummaryOptions(
             bootstrap=BootstrapSettings(resamples.samples, resamples.seed), selection=selection))
-    return Analyses(data, cases, cmp, baseline_pairs(cmp.pairwise, baseline), items, harm, agreement, reference,
-                    absent, baseline)
+    return Analyses(data, cases, cmp, cmp.pairwise.filter(pl.col("family") == OVERALL_FAMILY), items, harm,
+                    agreement, reference, absent, baseline)
 
 
 def _optional(section: str, absent: dict[str, str], compute):  # noqa: ANN001, ANN202 - a thunk and its value
@@ -83,22 +82,3 @@ def _optional(section: str, absent: dict[str, str], compute):  # noqa: ANN001, A
     except ValueError as error:
         absent[section] = str(error)
         return None
-
-
-def baseline_pairs(pairwise: pl.DataFrame, baseline: str | None) -> pl.DataFrame:
-    """Overall pairwise rows; with a baseline, each other run against it (delta = run - baseline), Holm and BH
-    recomputed over those rows only, since they are then the family shown."""
-    rows = pairwise.filter(pl.col("benchmark") == OVERALL)
-    if baseline is None:
-        return rows
-    rows = rows.filter((pl.col("run_a") == baseline) | (pl.col("run_b") == baseline))
-    flip = pl.col("run_a") == baseline
-    swapped = rows.with_columns(
-        run_a=pl.when(flip).then("run_b").otherwise("run_a"), run_b=pl.lit(baseline),
-        mean_a=pl.when(flip).then("mean_b").otherwise("mean_a"), mean_b=pl.when(flip).then("mean_a").otherwise("mean_b"),
-        delta=pl.when(flip).then(-pl.col("delta")).otherwise("delta"),
-        ci_low=pl.when(flip).then(-pl.col("ci_high")).otherwise("ci_low"),
-        ci_high=pl.when(flip).then(-pl.col("ci_low")).otherwise("ci_high"),
-        wins=pl.when(flip).then("losses").otherwise("wins"), losses=pl.when(flip).then("wins").otherwise("losses"))
-    return adjust(swapped.drop("p_holm", "p_bh")).select(rows.columns).sort("delta", descending=True,
-                                                                            nulls_last=True, maintain_order=True)

@@ -1,0 +1,196 @@
+"""The comparison of units (runs, or judge raters) from their case scores alone.
+
+Means are exact (``CaseMatrix.benchmark_means``: the sums ``bedside summary`` makes).
+A unit's interval, overall and per benchmark, is the stratified t of its own case
+scores (``paired_t``, the estimator of the pairs applied to scores instead of
+differences); it covers case sampling only. Ranks and rank intervals come from
+resamples shared by every ranked unit (``toolkit.analysis.paired``). Only units
+that pass ``ranking.ranking_gate`` are ranked, paired and put in tie groups; the
+others get their own numbers and the reason in ``not_ranked``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from toolkit.analysis.matrix import CaseMatrix, case_matrix
+from toolkit.analysis.paired import ResampleSettings, SharedResamples
+from toolkit.analysis.paired_t import paired_t
+from toolkit.analysis.pairs import BENCHMARK_FAMILY, OVERALL, OVERALL_FAMILY, pairwise
+from toolkit.analysis.ranking import (MIN_CASES, competition_ranks, rank_intervals, ranking_gate, separability,
+                                      tie_groups)
+
+VERSUS_COLUMNS = ("run_id", "reference", "benchmark", "n_cases", "delta", "ci_low", "ci_high", "p_value", "p_holm",
+                  "family", "ci_note")
+
+
+@dataclass(frozen=True, eq=False)
+class CaseComparison:
+    """What the case scores alone give: per-unit means, pairs and ranks (units: runs or raters)."""
+
+    units: pl.DataFrame  # ranked: unit, rank, tie_group, overall, ci_low, ci_high, ci_note, n_benchmarks, n_cases
+    benchmarks: pl.DataFrame  # unit, benchmark, n, mean, ci_low, ci_high, ci_note (ranked units first)
+    pairwise: pl.DataFrame  # ranked units only, oriented (see compare_matrix); a family column
+    ranks: pl.DataFrame
+    smallest_benchmark: int | None  # fewest cases a ranked unit, or a pair in common, has in a benchmark
+    notes: list[str]
+    not_ranked: pl.DataFrame  # unit, overall, ci_low, ci_high, ci_note, n_benchmarks, n_cases, reason
+    versus: pl.DataFrame  # VERSUS_COLUMNS with unit's label in run_id
+    separability: float | None
+    separation: pl.DataFrame  # one row: separated, adjacent_pairs, share, note
+    baseline: str | None
+
+
+@dataclass(frozen=True, eq=False)
+class UnitResamples:
+    benchmark: np.ndarray  # (benchmarks, units, samples) resampled benchmark means
+    overall: np.ndarray  # (units, samples) resampled macro means
+
+
+def resample_units(matrix: CaseMatrix, res: SharedResamples) -> UnitResamples:
+    """Every unit's resampled benchmark means (one matrix product per benchmark) and macro means."""
+    has = matrix.benchmark_counts() > 0
+    overall = np.zeros((len(matrix.units), res.samples))
+    bench = np.empty((len(matrix.benchmarks), len(matrix.units), res.samples))
+    for b in range(len(matrix.benchmarks)):
+        bench[b] = res.stratum_ratio(matrix.scores, matrix.present, b)
+        # A benchmark the unit has no case in stays out of its macro (NaN only where it has cases).
+        overall += np.where(has[:, b, None], bench[b], 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return UnitResamples(bench, overall / has.sum(axis=1)[:, None])
+
+
+def compare_cases(cases: pl.DataFrame, units: list[str], settings: ResampleSettings = ResampleSettings(),
+                  per_benchmark: bool = False, unit: str = "run_id", baseline: str | None = None,
+                  min_cases: int = MIN_CASES) -> CaseComparison:
+    """The comparison of ``cases`` (one row per unit x case: benchmark, case_id, score[, position])."""
+    return compare_matrix(case_matrix(cases, units, unit=unit), settings, per_benchmark, unit.removesuffix("_id"),
+                          baseline, min_cases)
+
+
+def compare_matrix(matrix: CaseMatrix, settings: ResampleSettings = ResampleSettings(), per_benchmark: bool = False,
+                   label: str = "run", baseline: str | None = None, min_cases: int = MIN_CASES) -> CaseComparison:
+    """``compare_cases`` on an already aligned matrix (``label`` names a unit in the notes).
+
+    Ranked units are ordered by observed overall mean (best first, ties by the order given). Without a
+    baseline the overall pairwise rows are every pair as (better, worse), Holm/BH over those k(k-1)/2
+    rows; with one, each other ranked unit against it (run_a = the other, run_b = baseline, delta = a - b),
+    Holm/BH over those k-1 rows. ``per_benchmark`` adds the same pairs per benchmark, a family of their
+    own. Tie groups always use the all-pairs family. A baseline that is not ranked is a ValueError.
+    """
+    units = list(matrix.units)
+    counts = matrix.benchmark_counts()
+    mask, reasons = ranking_gate(counts, min_cases)
+    if baseline is not None:
+        if baseline not in units:
+            raise ValueError(f"baseline {baseline!r} is not one of the compared {label}s ({', '.join(units)})")
+        if not mask[units.index(baseline)]:
+            raise ValueError(f"baseline {baseline!r} is not a ranked {label}: it {reasons[units.index(baseline)]}")
+    own = _unit_numbers(matrix)
+    ranked_rows = np.flatnonzero(mask)
+    ranked = matrix.subset(ranked_rows) if ranked_rows.size else matrix
+    names = [units[i] for i in ranked_rows]
+    observed = own["overall"].to_numpy()[ranked_rows]
+    order = np.argsort(-np.nan_to_num(observed, nan=-np.inf), kind="stable")
+    ordered = [names[i] for i in order]
+    index = np.arange(len(names)) if ranked_rows.size else np.zeros(0, dtype=np.int64)
+    a, b = np.triu_indices(len(names), k=1)
+    first, second = index[order[a]], index[order[b]]
+    all_pairs = pairwise(ranked, first, second, per_benchmark and baseline is None)
+    holm_all = {(x, y): p for x, y, p in all_pairs.filter(pl.col("family") == OVERALL_FAMILY).select(
+        "run_a", "run_b", "p_holm").iter_rows()}
+    reference = names.index(baseline) if baseline is not None else (int(order[0]) if names else 0)
+    rest = np.array([i for i in order.tolist() if i != reference], dtype=np.int64)
+    against = np.full(rest.size, reference, dtype=np.int64)
+    shown = pairwise(ranked, rest, against, per_benchmark) if baseline is not None else all_pairs
+    versus = pairwise(ranked, rest, against, True).filter(pl.col("family") == BENCHMARK_FAMILY).select(
+        pl.col("run_a").alias("run_id"), pl.col("run_b").alias("reference"), *VERSUS_COLUMNS[2:9],
+        pl.format("versus {}, per benchmark", "run_b").alias("family"), "ci_note")
+    groups = tie_groups(ordered, holm_all)
+    share, separation = separability(ordered, holm_all)
+    board = own[ranked_rows.tolist()][order.tolist()].with_columns(
+        rank=pl.Series(competition_ranks(observed)[order], dtype=pl.Int64),
+        tie_group=pl.Series(groups, dtype=pl.Int64)).select("unit", "rank", "tie_group", pl.exclude(
+            "unit", "rank", "tie_group"))
+    not_ranked = own.with_columns(reason=pl.Series(reasons, dtype=pl.String)).filter(~pl.Series(mask))
+    ranks, short = _ranks(ranked, names, observed, order, settings)
+    notes = _notes(label, names, not_ranked, ranks, short, settings.samples, shown, len(matrix.benchmarks), min_cases,
+                   separation)
+    both = matrix.present[ranked_rows][first] * matrix.present[ranked_rows][second] if names else np.zeros((0, 0))
+    common = [both[:, s].sum(axis=1) for s in matrix.slices] if both.size else []
+    sizes = np.concatenate([counts[ranked_rows].ravel(), *common]) if names else np.zeros(0)
+    return CaseComparison(
+        board, _benchmark_frame(matrix, [ranked_rows[i] for i in order] + np.flatnonzero(~mask).tolist()), shown,
+        ranks, int(sizes[sizes > 0].min()) if (sizes > 0).any() else None, notes, not_ranked, versus, share,
+        separation, baseline)
+
+
+def _unit_numbers(matrix: CaseMatrix) -> pl.DataFrame:
+    """Every unit's exact overall mean and its stratified t interval (the run's own scores), in unit order."""
+    t = paired_t(matrix.values(), matrix.slices) if matrix.slices else None
+    counts = matrix.benchmark_counts()
+    k = len(matrix.units)
+    return pl.DataFrame({
+        "unit": list(matrix.units), "overall": matrix.overall(),
+        "ci_low": t.ci_low if t else np.full(k, np.nan), "ci_high": t.ci_high if t else np.full(k, np.nan),
+        "ci_note": pl.Series(t.ci_note if t else ["no case: no interval"] * k, dtype=pl.String),
+        "n_benchmarks": (counts > 0).sum(axis=1).astype(np.int64), "n_cases": counts.sum(axis=1).astype(np.int64),
+    }, schema_overrides={"unit": pl.String}).with_columns(pl.col(pl.Float64).fill_nan(None))
+
+
+def _ranks(ranked: CaseMatrix, names: list[str], observed: np.ndarray, order: np.ndarray,
+           settings: ResampleSettings) -> tuple[pl.DataFrame, list[str]]:
+    """Rank intervals of the ranked units (leaderboard order) over resamples of their own cases only, and
+    the units some resample drew none of the cases of in a benchmark."""
+    if not names:
+        return rank_intervals([], np.zeros(0), np.zeros((0, settings.samples))), []
+    boot = resample_units(ranked, ranked.resamples(settings)).overall
+    short = [names[i] for i in np.flatnonzero(np.isnan(boot).any(axis=1))]
+    return rank_intervals(ranked.units, observed, boot)[order.tolist()], short
+
+
+def _notes(label: str, names: list[str], not_ranked: pl.DataFrame, ranks: pl.DataFrame, short: list[str],
+           samples: int, shown: pl.DataFrame, benchmarks: int, min_cases: int, separation: pl.DataFrame) -> list[str]:
+    notes = []
+    if not_ranked.height:
+        listed = ", ".join(not_ranked["unit"].head(5).to_list()) + (", ..." if not_ranked.height > 5 else "")
+        notes.append(f"{not_ranked.height} {label}(s) not ranked ({listed}; see not_ranked): a {label} is ranked "
+                     f"only with at least {min_cases} cases in each of the {benchmarks} benchmarks; pairs, ranks "
+                     f"and tie groups are among ranked {label}s only")
+    if short:
+        listed = ", ".join(short[:5]) + (", ..." if len(short) > 5 else "")
+        notes.append(f"rank intervals rest on {int(ranks['resamples'][0]):,} of {samples:,} resamples (the resamples "
+                     f"column): a resample that drew none of a {label}'s cases in some benchmark is left out, which "
+                     f"happens for {label}s with few cases there ({listed})")
+    if len(names) == 1:
+        notes.append(f"a single ranked {label} ({names[0]}): there is no pair to compare")
+    lonely = shown.filter((pl.col("benchmark") == OVERALL) & (pl.col("n_cases") == 0))
+    if lonely.height:
+        listed = ", ".join(f"{a} vs {b}" for a, b in lonely.select("run_a", "run_b").head(5).iter_rows())
+        notes.append(f"{lonely.height} pair(s) of {label}s share no completed case ({listed}"
+                     f"{', ...' if lonely.height > 5 else ''}): their pairwise rows have no estimate")
+    if len(names) > 1:
+        notes.append(f"separability: {separation['note'][0]}; tie_group: a {label} joins the group above unless "
+                     "it is separated from the group's first")
+    return notes
+
+
+def _benchmark_frame(matrix: CaseMatrix, rows: list[int]) -> pl.DataFrame:
+    """unit x benchmark rows (units in ``rows`` order, benchmarks a unit has no case in left out): exact means,
+    each with the one-sample t interval of its cases."""
+    counts, means, values = matrix.benchmark_counts()[rows], matrix.benchmark_means()[rows], matrix.values()[rows]
+    parts = [paired_t(values[:, s]) for s in matrix.slices]
+    nb = len(matrix.slices)
+    names = np.array(matrix.units, dtype=object)[rows]
+    notes = [parts[b].ci_note[u] for u in range(len(rows)) for b in range(nb)]
+    return pl.DataFrame({
+        "unit": np.repeat(names, nb).tolist(), "benchmark": list(matrix.benchmarks) * len(rows),
+        "n": counts.reshape(-1).astype(np.int64), "mean": means.reshape(-1),
+        "ci_low": np.stack([p.ci_low for p in parts], axis=1).reshape(-1) if nb else np.zeros(0),
+        "ci_high": np.stack([p.ci_high for p in parts], axis=1).reshape(-1) if nb else np.zeros(0),
+        "ci_note": pl.Series(notes, dtype=pl.String),
+    }, schema_overrides={"unit": pl.String, "benchmark": pl.String}).filter(pl.col("n") > 0).with_columns(
+        pl.col(pl.Float64).fill_nan(None))
