@@ -207,8 +207,8 @@ def judge_tables(a: Analyses) -> list[Table]:
 
 
 def cases_table(a: Analyses, anchors: dict[str, str]) -> Table:
-    """Every case with each run's score: the target of the case links elsewhere in the report."""
-    runs = a.cmp.leaderboard["run_id"].to_list()
+    """Every case with each run's score (ranked runs, then runs not ranked): the target of case links."""
+    runs = a.cmp.leaderboard["run_id"].to_list() + a.cmp.not_ranked.get_column("run_id", default=pl.Series([])).to_list()
     wide = a.cases.filter(pl.col("run_id").is_in(runs)).pivot(
         on="run_id", index=["benchmark", "case_id"], values="score", aggregate_function="first")
     prompts = a.data.cases.select("case_id", "position", "prompt").unique("case_id", keep="first")
