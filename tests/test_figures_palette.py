@@ -41,12 +41,12 @@ def test_every_data_twin_lists_runs_in_leaderboard_order(cmp, data, cases) -> No
     board = cmp.leaderboard["run_id"].to_list()
     assert board != sorted(board)  # the store's and the alphabet's order differ from the leaderboard's
     palette = figures.palette_for(cmp)
-    assert list(palette) == board
+    assert list(palette)[:len(board)] == board
     for name, (args, coloured) in _twins(cmp, data, cases, palette).items():
         frame = getattr(figures, f"{name}_data")(*args, **({"palette": palette} if coloured else {}))
         column = "row" if name == "win_delta_matrix" else "run_id"
         seen = _first_seen(frame[column].to_list())
-        assert seen == [r for r in board if r in seen], name
+        assert seen == [r for r in palette if r in seen], name  # ranked runs, then r3 (not ranked)
 
 
 def _run_colours(fig: Figure, labels: dict[str, str]) -> dict[str, set[str]]:
@@ -81,20 +81,27 @@ def _run_colours(fig: Figure, labels: dict[str, str]) -> dict[str, set[str]]:
 
 def test_each_run_has_one_colour_in_every_figure(cmp, data, cases) -> None:
     palette = figures.palette_for(cmp)
+    ranked = cmp.leaderboard["run_id"].to_list()  # r3 misses a benchmark: not ranked, last in the palette
     labels = short_labels(RUNS)
     drawn: dict[str, dict[str, set[str]]] = {}
     for name, (args, coloured) in _twins(cmp, data, cases, palette).items():
         if coloured and name != "harm_rates":  # harm_rates colours the safety benchmarks (greys), not runs
             drawn[name] = _run_colours(getattr(figures, name)(*args, palette=palette), labels)
-    assert set(drawn["leaderboard"]) == set(RUNS)
+    assert set(drawn["leaderboard"]) == set(ranked)
     assert all(len(c) == 1 for c in drawn["leaderboard"].values())
     reference = {run: next(iter(c)) for run, c in drawn["leaderboard"].items()}
-    assert len(set(reference.values())) == 4
+    assert len(set(reference.values())) == len(ranked)
     for name, colours in drawn.items():
         assert colours, f"{name}: no run-coloured artist found"
         for run, seen in colours.items():
-            assert seen == {reference[run]}, (name, run, seen, reference[run])
-    assert {run for c in drawn.values() for run in c} == set(RUNS)
+            if run in reference:
+                assert seen == {reference[run]}, (name, run, seen, reference[run])
+    union: dict[str, set[str]] = {}
+    for colours in drawn.values():
+        for run, seen in colours.items():
+            union.setdefault(run, set()).update(seen)
+    assert set(union) == set(RUNS) and all(len(c) == 1 for c in union.values()), union  # r3 too, though not ranked
+    assert len({next(iter(c)) for c in union.values()}) == len(RUNS)
     assert len(drawn["judge_agreement"]) == 2  # r0 (two passes) and r1 (two judges), in their own colours
 
 

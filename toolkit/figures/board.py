@@ -7,7 +7,7 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from toolkit.analysis.compare import Comparison
-from toolkit.figures.palette import Palette, completed
+from toolkit.figures.palette import Palette, completed, leaderboard_runs
 from toolkit.figures.style import (GREY, LIGHT, SEQUENTIAL, VERMILLION, laid_out, new_figure, num, rows_height,
                                    short_labels, styled)
 
@@ -78,7 +78,7 @@ def _unit_limits(values: np.ndarray) -> tuple[float, float]:
 
 def benchmark_heatmap_data(cmp: Comparison) -> pl.DataFrame:
     """One row per run x benchmark the run has: mean, interval and its half width, cases."""
-    labels = short_labels(cmp.leaderboard["run_id"].to_list())
+    labels = short_labels(leaderboard_runs(cmp))
     return cmp.benchmarks.select(
         "run_id", "benchmark", "n", "mean", "ci_low", "ci_high",
         ((pl.col("ci_high") - pl.col("ci_low")) / 2).alias("half_width"),
@@ -89,11 +89,12 @@ def benchmark_heatmap_data(cmp: Comparison) -> pl.DataFrame:
 def benchmark_heatmap(cmp: Comparison) -> Figure:
     """Run x benchmark means; each cell reads "mean" over "±half width" of its 95% interval.
 
-    Runs in leaderboard order, benchmarks alphabetical; a benchmark a run has no case in is a grey
+    Runs in leaderboard order (runs not ranked below), benchmarks alphabetical; a benchmark a run has no case in is a grey
     hatched cell marked "no cases".
     """
     frame = benchmark_heatmap_data(cmp)
-    runs = cmp.leaderboard["run_id"].to_list()
+    present = set(frame["run_id"].to_list())
+    runs = [r for r in leaderboard_runs(cmp) if r in present or r in set(cmp.leaderboard["run_id"].to_list())]
     labels = short_labels(runs)
     benchmarks = sorted(frame["benchmark"].unique().to_list())
     grid = np.full((len(runs), len(benchmarks)), np.nan)
