@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 
 from toolkit.analysis.compare import Comparison
 from toolkit.figures.palette import Palette, completed, leaderboard_runs
-from toolkit.figures.style import (GREY, LIGHT, SEQUENTIAL, VERMILLION, laid_out, new_figure, num, rows_height,
+from toolkit.figures.style import (GREY, LIGHT, SEQUENTIAL, laid_out, new_figure, num, rows_height,
                                    short_labels, styled)
 
 
@@ -52,8 +52,8 @@ def leaderboard(cmp: Comparison, palette: Palette | None = None) -> Figure:
         rlo = frame["rank_low"].to_numpy().astype(float)
         rhi = frame["rank_high"].to_numpy().astype(float)
         ok = ~(np.isnan(rlo) | np.isnan(rhi))
-        right.hlines(y[ok], rlo[ok] - 0.3, rhi[ok] + 0.3, color=VERMILLION, linewidth=6, alpha=0.35)
-        right.plot(r, y, "D", color=VERMILLION, markersize=5, zorder=3)
+        right.hlines(y[ok], rlo[ok] - 0.3, rhi[ok] + 0.3, color=GREY, linewidth=6, alpha=0.45)
+        right.plot(r, y, "D", color="#404040", markersize=5, zorder=3)  # ink: colours mean runs
         right.set_xlim(0.3, max(n, 1) + 0.7)
         right.invert_xaxis()  # rank 1 on the right, next to the best mean
         step = max(1, int(np.ceil(n / 6)))

@@ -18,7 +18,7 @@ from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, PROTOCOL_VERSION
 from toolkit.report import facts, sections, words
 from toolkit.report.analyses import Analyses, Timings, analyse
 from toolkit.report.differ import differ
-from toolkit.report.figs import draw
+from toolkit.report.figs import draw, figure_palette
 from toolkit.report.model import Section, run_anchors, slug
 from toolkit.report.render import render_html, render_markdown
 from toolkit.selection import JudgeSelection
@@ -120,7 +120,7 @@ def _sections(a: Analyses, anchors: dict[str, str], figs: dict, figure_notes: li
     named = "; ".join(f"{d.name} (sha256 {d.sha256[:12]}…)" for d in sets)
     out = [Section("summary", "Summary", paragraphs=words.summary(a) + [f"Dataset: {named}."])]
     out.append(Section("leaderboard", "Leaderboard", figures=figs.get("leaderboard", []),
-                       tables=[sections.leaderboard_table(a, anchors)], bullets=words.not_ranked_lines(a)))
+                       tables=[sections.leaderboard_table(a, anchors, figure_palette(a))], bullets=words.not_ranked_lines(a)))
     pair_section = Section("pairwise", "Pairwise comparisons", figures=figs.get("pairwise", []),
                            tables=[sections.pairwise_table(a, anchors)])
     if a.pairs.is_empty():

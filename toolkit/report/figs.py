@@ -62,12 +62,17 @@ SPECS = (
 )
 
 
+def figure_palette(a: Analyses) -> dict[str, str]:
+    """The one colour of each run in every figure and table swatch of the report (leaderboard order)."""
+    return figures.palette_for(a.cmp)
+
+
 def draw(a: Analyses, notes: list[str]) -> dict[str, list[FigureOut]]:
     """Section anchor -> its figures, every run in its one colour and place (``palette_for``). A figure that
     does not apply (``ValueError``: one judge pass, no usage) is left out with a note; characters the font
     lacks are named once in the notes instead of reaching stderr as matplotlib warnings."""
     out: dict[str, list[FigureOut]] = {}
-    palette = figures.palette_for(a.cmp)
+    palette = figure_palette(a)
     missing: dict[str, None] = {}
     for spec in SPECS:
         args = spec.args(a)

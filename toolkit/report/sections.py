@@ -56,19 +56,23 @@ def runs_table(rows: pl.DataFrame, anchors: dict[str, str]) -> Table:
     return Table("runs", "Runs compared", columns, body, rows)
 
 
-def leaderboard_table(a: Analyses, anchors: dict[str, str]) -> Table:
+def leaderboard_table(a: Analyses, anchors: dict[str, str], palette: dict[str, str] | None = None) -> Table:
+    """Ranked runs with tie groups; each run's cell carries its figure colour (``palette``) as a swatch."""
     board = a.cmp.leaderboard.join(a.cmp.ranks.drop("rank"), on="run_id", how="left", maintain_order="left")
     body = []
     for r in board.iter_rows(named=True):
         ranks = "–" if missing(r["rank_low"]) else (
             f"{r['rank_low']:.0f}" if r["rank_low"] == r["rank_high"] else f"{r['rank_low']:.0f}–{r['rank_high']:.0f}")
-        body.append([number(r["rank"], 0), number(r.get("tie_group"), 0), run_cell(r["run_id"], anchors),
-                     plain(r["answer_model"]), Cell(interval(r["overall"], r["ci_low"], r["ci_high"]), kind="num",
-                                                    title=r.get("ci_note")), Cell(ranks, kind="num"),
+        run = run_cell(r["run_id"], anchors)
+        if palette and r["run_id"] in palette:
+            run = Cell(run.text, href=run.href, colour=palette[r["run_id"]])
+        body.append([number(r["rank"], 0), number(r.get("tie_group"), 0), run,
+                     Cell(interval(r["overall"], r["ci_low"], r["ci_high"]), kind="num", title=r.get("ci_note")),
+                     Cell(ranks, kind="num"),
                      Cell(pct(r["share_first"]), kind="num"), number(r["completed"], 0),
                      Cell(str(r["failed"]), kind="num bad" if r["failed"] else "num"),
                      number(r["n_benchmarks"], 0)])
-    columns = ["rank", "tie group", "run", "answer model", "overall [95% CI]", "rank 95% interval", "ranked first",
+    columns = ["rank", "tie group", "run", "overall [95% CI]", "rank 95% interval", "ranked first",
                "cases", "failed", "benchmarks"]
     return Table("leaderboard", "Leaderboard (macro mean over benchmarks; a tie group holds runs not told apart "
                  "from its first run after Holm)", columns, body, board)
