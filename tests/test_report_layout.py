@@ -111,3 +111,36 @@ def test_missing_glyphs_are_said_once_not_warned(store, tmp_path) -> None:
     assert "Glyph" not in err and "Warning" not in err, err
     page = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
     assert page.count("has no glyph for U+0F00") == 1 and "run ids &#39;run-\u0f00&#39;" in page
+
+
+def test_dataset_given_at_collection_is_named(tmp_path, monkeypatch) -> None:
+    """A checkout given with --dataset is recorded by the run and names its digest in the report."""
+    import json
+    import shutil
+
+    from tests.collect_support import bedside
+    from toolkit.dataset import sample_dataset_path
+    from toolkit.sim import SimConfig, SimServer
+
+    checkout = tmp_path / "my-bench"
+    shutil.copytree(sample_dataset_path(), checkout)
+    registry = json.loads((checkout / "registry.json").read_text(encoding="utf-8"))
+    (checkout / "registry.json").write_text(json.dumps(registry | {"name": "my-bench", "version": "9.9"}),
+                                            encoding="utf-8")
+    case = next((checkout / "data").rglob("cases/*.json"))  # dropped: a digest the default sample lacks
+    manifest = case.parent.parent / "manifest.json"
+    listed = json.loads(manifest.read_text(encoding="utf-8"))
+    listed["case_ids"] = [c for c in listed["case_ids"] if c != case.stem]
+    listed["case_count"] = len(listed["case_ids"])
+    manifest.write_text(json.dumps(listed), encoding="utf-8")
+    case.unlink()
+    monkeypatch.setenv("SIM_KEY", "sk-sim-0000000000000000")
+    with SimServer(SimConfig(api_key="sk-sim-0000000000000000")) as sim:
+        code, _, err = bedside("run", "--answer-model", "sim/strong", "--judge-model", "sim/judge", "--base-url",
+                               sim.base_url, "--api-key-env", "SIM_KEY", "--judge-base-url", sim.base_url,
+                               "--judge-api-key-env", "SIM_KEY", "--dataset", checkout, "--store", tmp_path / "store",
+                               "--smoke", "--timeout", "20", "--max-retries", "1")
+    assert code == 0, err
+    page = write_report(Store.open(tmp_path / "store"), None, tmp_path / "r", OPTIONS).html.read_text("utf-8")
+    assert "my-bench 9.9" in page and "not named" not in page
+    assert "No run is ranked" in page and "not ranked: sim/strong 1 case in 10 benchmarks" in page  # a smoke run

@@ -27,6 +27,8 @@ def leaderboard_data(cmp: Comparison, palette: Palette | None = None) -> pl.Data
 def leaderboard(cmp: Comparison, palette: Palette | None = None) -> Figure:
     """Overall mean with its 95% interval per run (left, in the run's colour) and its 95% rank interval (right)."""
     frame = leaderboard_data(cmp)
+    if frame.is_empty():
+        raise ValueError("leaderboard: no ranked run to draw (every run is listed as not ranked)")
     n = frame.height
     y = np.arange(n)
     colours = completed(palette, frame["run_id"].to_list())

@@ -80,16 +80,18 @@ def draw(a: Analyses, notes: list[str]) -> dict[str, list[FigureOut]]:
             continue
         kwargs = {"palette": palette} if spec.coloured else {}
         # Run ids and rubric texts are data: a "$" in them must print as itself, not start TeX math.
+        fig: Figure | None = None
         with matplotlib.rc_context({"text.parse_math": False}), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                fig: Figure = getattr(figures, spec.name)(*args, **kwargs)
+                fig = getattr(figures, spec.name)(*args, **kwargs)
                 png = figures.png_bytes(fig, dpi=DPI)
             except ValueError as error:
+                fig = None
                 notes.append(f"figure {spec.key} not drawn: {error or type(error).__name__}")
-                continue
-            finally:
-                _glyphs(caught, missing)
+        _glyphs(caught, missing)  # outside the catch: other warnings are re-issued to the caller's filters
+        if fig is None:
+            continue
         fig.clear()
         data_fn = getattr(figures, f"{spec.name}_data", None)
         data = data_fn(*args, **kwargs) if data_fn is not None else None
@@ -104,7 +106,7 @@ _GLYPH = re.compile(r"Glyph (\d+) .*missing from")
 
 def _glyphs(caught: list[warnings.WarningMessage], missing: dict[str, None]) -> None:
     """Keep the characters of matplotlib's "Glyph N missing from font" warnings; re-issue any other warning."""
-    for w in caught:
+    for w in list(caught):
         found = _GLYPH.search(str(w.message))
         if found:
             missing[chr(int(found.group(1)))] = None

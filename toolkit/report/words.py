@@ -66,6 +66,9 @@ def not_ranked_lines(a: Analyses) -> list[str]:
 def summary(a: Analyses) -> list[str]:
     board = a.cmp.leaderboard.join(a.cmp.ranks.drop("rank"), on="run_id", how="left", maintain_order="left")
     lines = []
+    if board.is_empty():  # every run was left unranked (e.g. smoke runs: one case per benchmark)
+        return [f"No run is ranked: a ranking needs every benchmark covered with at least 2 cases; "
+                f"{len(not_ranked_lines(a))} run(s) are listed below the (empty) leaderboard with their reasons."]
     judges = sorted({j for j in board["judge_model"].to_list() if j})
     runs = f"{board.height} runs" if board.height != 1 else "1 run"
     lines.append(f"{runs} compared on up to {int(board['completed'].max())} cases each, scored by "
