@@ -91,23 +91,24 @@ def test_leaderboard_draws_each_run_with_its_interval_and_rank(cmp) -> None:
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     left, right = fig.axes
     assert _ticks(left) == cmp.leaderboard["run_id"].to_list()
-    (means,) = [line for line in left.lines if line.get_marker() == "o"]
-    np.testing.assert_allclose(means.get_xdata(), cmp.leaderboard["overall"].to_numpy())
+    (means,) = [c for c in left.collections if isinstance(c, PathCollection)]
+    np.testing.assert_allclose(means.get_offsets()[:, 0], cmp.leaderboard["overall"].to_numpy())
     (bars,) = [c for c in left.collections if isinstance(c, LineCollection)]
     assert len(bars.get_segments()) == cmp.leaderboard.height
-    assert [line.get_marker() for line in right.lines] == ["D"] and len(right.lines[0].get_xdata()) == 4
+    assert [line.get_marker() for line in right.lines] == ["D"] and len(right.lines[0].get_xdata()) == cmp.leaderboard.height
 
 
 def test_heatmap_cells_are_the_benchmark_means_and_a_missing_benchmark_is_marked(cmp) -> None:
     frame = figures.benchmark_heatmap_data(cmp)
-    assert_frame_equal(frame.select("run_id", "benchmark", "n", "mean", "ci_low", "ci_high"), cmp.benchmarks)
+    columns = ["run_id", "benchmark", "n", "mean", "ci_low", "ci_high"]
+    assert_frame_equal(frame.select(columns), cmp.benchmarks.select(columns))
     fig = figures.benchmark_heatmap(cmp)
     ax = fig.axes[0]
     (image,) = [a for a in ax.get_children() if isinstance(a, AxesImage)]
     grid = image.get_array()
     benchmarks = sorted(frame["benchmark"].unique().to_list())
     assert _ticks(ax, "x") == [b.replace("_", " ") for b in benchmarks]
-    runs = cmp.leaderboard["run_id"].to_list()
+    runs = cmp.leaderboard["run_id"].to_list() + cmp.not_ranked["run_id"].to_list()  # not ranked: below
     for run_id, bench, mean in frame.select("run_id", "benchmark", "mean").iter_rows():
         assert grid[runs.index(run_id), benchmarks.index(bench)] == pytest.approx(mean)
     assert grid.mask[runs.index("r3"), benchmarks.index("calculators_numerical")]
@@ -117,7 +118,7 @@ def test_heatmap_cells_are_the_benchmark_means_and_a_missing_benchmark_is_marked
 def test_forest_marks_exactly_the_holm_significant_pairs(cmp) -> None:
     overall = cmp.pairwise.filter(pl.col("benchmark") == "overall")
     frame = figures.pairwise_forest_data(cmp)
-    assert frame.height == overall.height == 6
+    assert frame.height == overall.height == 3  # r0..r2: r3 misses a benchmark and is not ranked
     joined = frame.join(overall, on=["run_a", "run_b"], suffix="_cmp")
     for column in ("delta", "ci_low", "ci_high", "p_holm"):
         assert_series_equal(joined[column], joined[f"{column}_cmp"], check_names=False)
@@ -132,16 +133,17 @@ def test_forest_marks_exactly_the_holm_significant_pairs(cmp) -> None:
     assert all(" − " in label for label in _ticks(ax))
 
 
-def test_forest_against_a_baseline_orients_every_pair_as_other_minus_baseline(cmp) -> None:
-    frame = figures.pairwise_forest_data(cmp, baseline="r1")
-    assert frame.height == 3 and set(frame["run_b"]) == {"r1"}
-    for run_a, delta in frame.select("run_a", "delta").iter_rows():
-        row = cmp.pairwise.filter((pl.col("benchmark") == "overall") & pl.col("run_a").is_in([run_a, "r1"])
-                                  & pl.col("run_b").is_in([run_a, "r1"]))
-        assert delta == pytest.approx(row["delta"][0] * (1 if row["run_a"][0] == run_a else -1))
-    assert _points(figures.pairwise_forest(cmp, baseline="r1").axes[0]) == 3
-    with pytest.raises(ValueError, match="baseline 'nope' is not one of the compared runs"):
-        figures.pairwise_forest(cmp, baseline="nope")
+def test_forest_against_a_baseline_draws_the_pairs_as_the_comparison_oriented_them(data) -> None:
+    based = compare_data(data, CompareOptions(resamples=FAST, baseline="r1"))
+    frame = figures.pairwise_forest_data(based, baseline="r1")
+    assert set(frame["run_b"]) == {"r1"} and frame.height == based.leaderboard.height - 1
+    overall = based.pairwise.filter(pl.col("benchmark") == "overall")
+    joined = frame.join(overall, on=["run_a", "run_b"], suffix="_cmp")
+    for column in ("delta", "ci_low", "ci_high", "p_holm"):
+        assert_series_equal(joined[column], joined[f"{column}_cmp"], check_names=False)
+    assert _points(figures.pairwise_forest(based, baseline="r1").axes[0]) == frame.height
+    with pytest.raises(ValueError, match="baseline 'nope' is not the comparison's baseline"):
+        figures.pairwise_forest(based, baseline="nope")
 
 
 def _many_runs(runs: int = 30, per_benchmark: int = 25) -> tuple[Comparison, pl.DataFrame]:
@@ -183,7 +185,7 @@ def test_forest_of_many_pairs_shows_the_largest_and_says_so() -> None:
 
 def test_win_fraction_from_cases_agrees_with_the_comparison(cmp, cases) -> None:
     frame = figures.win_delta_matrix_data(cmp, cases)
-    assert frame.height == 12
+    assert frame.height == 6  # the three ranked runs
     for row in cmp.pairwise.filter(pl.col("benchmark") == "overall").iter_rows(named=True):
         ab = frame.filter((pl.col("row") == row["run_a"]) & (pl.col("column") == row["run_b"])).row(0, named=True)
         ba = frame.filter((pl.col("row") == row["run_b"]) & (pl.col("column") == row["run_a"])).row(0, named=True)

@@ -50,3 +50,26 @@ def test_one_run(name: str, one_run_store: Path) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_no_store(name: str, tmp_path: Path) -> None:
     runs_or_stops_at_once(name, tmp_path / "nothing-here", "run")
+
+
+@pytest.fixture(scope="module")
+def passes_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every run judged twice by its judge, one run also by a second judge (README: `bedside judge --run ID
+    --judge-model MODEL --judge-passes 2` on each run, then another judge on one)."""
+    from tests.analysis_sim import write_run
+    from toolkit.dataset import load_dataset
+    from toolkit.store import Store
+
+    root = tmp_path_factory.mktemp("passes") / "store"
+    store, dataset = Store.open(root), load_dataset()
+    for i, run_id in enumerate(("sim/strong", "sim/medium", "sim/weak")):
+        write_run(store, dataset, run_id, skill=1.0 - 0.6 * i, seed=i, created=i, passes=2,
+                  extra_judges=(("judge-y", 0.15),) if i == 0 else ())
+    return root
+
+
+def test_judge_reliability_with_two_passes_everywhere_and_one_second_judge(passes_store: Path) -> None:
+    shown = run_notebook("05-judge-reliability.ipynb", passes_store)
+    text = shown.text("fig-noise")
+    assert "pass to pass: the closest adjacent gap" in text
+    assert "judge to judge" in text  # said, not drawn: one run has a second judge, so there is no gap to show

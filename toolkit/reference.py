@@ -257,7 +257,8 @@ class _Importer:
 
     def _finish(self, ready: _Ready) -> ImportReport:
         rows, path = ready.rows, ready.rows.path
-        settings = {"rows": rows.rows, "skipped_rows": rows.rows - rows.kept}
+        settings = {"rows": rows.rows, "skipped_rows": rows.rows - rows.kept,
+                    "dataset": str(Path(self.dataset.source).resolve())}  # names the digest in reports
         run_row = {
             "run_id": rows.run_id, "answer_model": rows.seen.get("answer_model"),
             "judge_model": rows.seen.get("judge_model"), "protocol_version": protocol.PROTOCOL_VERSION,

@@ -150,7 +150,8 @@ def plan_evaluation(answer_model: str, judge_model: str = protocol.DEFAULT_JUDGE
         run_id or answer_model, answer_model, judge_model, answer_endpoint, judge_endpoint, concurrency,
         tuple(range(1, judge_passes + 1)), reasoning_effort, judge_reasks,
         RetryPolicy(max_retries, retry_base_delay, timeout_s=timeout), batch=batch, max_reply_bytes=max_reply_bytes,
-        selection={"smoke": smoke, "limit": limit, "benchmarks": list(chosen), "cases": len(case_ids)})
+        selection={"smoke": smoke, "limit": limit, "benchmarks": list(chosen), "cases": len(case_ids),
+                   "dataset": os.path.abspath(data.source)})  # names the digest in reports
     job = CollectJob(settings, tuple(case_to_judge(data.case(c)) for c in case_ids))
 
     def prepare(target: Store, job: CollectJob) -> None:

@@ -4,6 +4,11 @@
     fig = figures.leaderboard(cmp)            # cmp = toolkit.compare(...) or compare_data(...)
     figures.save_png(fig, "leaderboard.png")  # or figures.png_bytes(fig), figures.svg_text(fig)
 
+One colour and one place per run everywhere: ``palette = figures.palette_for(cmp)`` (leaderboard order,
+Okabe-Ito for up to 8 runs, cividis rank shades beyond) and pass ``palette=palette`` to every figure
+that draws runs; it colours them and orders them by the leaderboard (without it a figure falls back on
+its own input's order). The report does exactly this, so a notebook doing it gets the report's colours.
+
 Every plotting function ``<name>(...)`` has a tidy twin ``<name>_data(...)`` taking the same
 arguments and returning the polars frame it draws (rows in plotting order, run labels included),
 so a report can write ``tables/<name>.csv`` next to ``figures/<name>.png``. ``FIGURES`` maps each
@@ -40,6 +45,7 @@ from toolkit.figures.items import item_rates, item_rates_data
 from toolkit.figures.judges import judge_agreement, judge_agreement_data
 from toolkit.figures.pairs import (pair_scatter, pair_scatter_data, pairwise_forest, pairwise_forest_data,
                                    win_delta_matrix, win_delta_matrix_data)
+from toolkit.figures.palette import palette_for
 from toolkit.figures.render import png_bytes, save_png, svg_text
 from toolkit.figures.style import short_labels
 
@@ -59,4 +65,4 @@ FIGURES = {
 }
 
 __all__ = sorted({name for pair in FIGURES.values() for name in (p.__name__ for p in pair)}
-                 | {"FIGURES", "png_bytes", "save_png", "svg_text", "short_labels"})
+                 | {"FIGURES", "palette_for", "png_bytes", "save_png", "svg_text", "short_labels"})

@@ -7,12 +7,14 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from toolkit.analysis.compare import Comparison
-from toolkit.figures.style import (BLUE, GREY, LIGHT, SEQUENTIAL, VERMILLION, laid_out, new_figure, num, rows_height,
+from toolkit.figures.palette import Palette, completed, leaderboard_runs
+from toolkit.figures.style import (GREY, LIGHT, SEQUENTIAL, laid_out, new_figure, num, rows_height,
                                    short_labels, styled)
 
 
-def leaderboard_data(cmp: Comparison) -> pl.DataFrame:
-    """One row per run in leaderboard order: overall mean and interval, observed rank and rank interval."""
+def leaderboard_data(cmp: Comparison, palette: Palette | None = None) -> pl.DataFrame:
+    """One row per run in leaderboard order: overall mean and interval, observed rank and rank interval.
+    (``palette`` only colours the figure: the leaderboard's order is its own.)"""
     board = cmp.leaderboard
     labels = short_labels(board["run_id"].to_list())
     ranks = cmp.ranks.select("run_id", "rank_median", "rank_low", "rank_high", "share_first")
@@ -22,11 +24,15 @@ def leaderboard_data(cmp: Comparison) -> pl.DataFrame:
 
 
 @laid_out
-def leaderboard(cmp: Comparison) -> Figure:
-    """Overall mean with its 95% interval per run (left) and the run's 95% rank interval (right)."""
+def leaderboard(cmp: Comparison, palette: Palette | None = None) -> Figure:
+    """Overall mean with its 95% interval per run (left, in the run's colour) and its 95% rank interval (right)."""
     frame = leaderboard_data(cmp)
+    if frame.is_empty():
+        raise ValueError("leaderboard: no ranked run to draw (every run is listed as not ranked)")
     n = frame.height
     y = np.arange(n)
+    colours = completed(palette, frame["run_id"].to_list())
+    ink = [colours[r] for r in frame["run_id"].to_list()]
     with styled():
         fig = new_figure(rows_height(n, base=1.6))
         left, right = fig.subplots(1, 2, sharey=True, width_ratios=[3, 1.3])
@@ -34,8 +40,9 @@ def leaderboard(cmp: Comparison) -> Figure:
         lo = frame["ci_low"].to_numpy().astype(float)
         hi = frame["ci_high"].to_numpy().astype(float)
         has_ci = ~(np.isnan(lo) | np.isnan(hi))
-        left.hlines(y[has_ci], lo[has_ci], hi[has_ci], color=BLUE, linewidth=2.2, alpha=0.55)
-        left.plot(mean, y, "o", color=BLUE, markersize=6, zorder=3)
+        left.hlines(y[has_ci], lo[has_ci], hi[has_ci], color=[c for c, ok in zip(ink, has_ci) if ok], linewidth=2.2,
+                    alpha=0.55)
+        left.scatter(mean, y, color=ink, s=40, edgecolor="#404040", linewidth=0.4, zorder=3)
         for i in np.flatnonzero(np.isnan(mean)):
             left.text(0.5, y[i], "no score", ha="center", va="center", color=GREY, fontsize=9)
         left.set_xlim(*_unit_limits(np.concatenate([mean, lo, hi])))
@@ -47,8 +54,8 @@ def leaderboard(cmp: Comparison) -> Figure:
         rlo = frame["rank_low"].to_numpy().astype(float)
         rhi = frame["rank_high"].to_numpy().astype(float)
         ok = ~(np.isnan(rlo) | np.isnan(rhi))
-        right.hlines(y[ok], rlo[ok] - 0.3, rhi[ok] + 0.3, color=VERMILLION, linewidth=6, alpha=0.35)
-        right.plot(r, y, "D", color=VERMILLION, markersize=5, zorder=3)
+        right.hlines(y[ok], rlo[ok] - 0.3, rhi[ok] + 0.3, color=GREY, linewidth=6, alpha=0.45)
+        right.plot(r, y, "D", color="#404040", markersize=5, zorder=3)  # ink: colours mean runs
         right.set_xlim(0.3, max(n, 1) + 0.7)
         right.invert_xaxis()  # rank 1 on the right, next to the best mean
         step = max(1, int(np.ceil(n / 6)))
@@ -73,7 +80,7 @@ def _unit_limits(values: np.ndarray) -> tuple[float, float]:
 
 def benchmark_heatmap_data(cmp: Comparison) -> pl.DataFrame:
     """One row per run x benchmark the run has: mean, interval and its half width, cases."""
-    labels = short_labels(cmp.leaderboard["run_id"].to_list())
+    labels = short_labels(leaderboard_runs(cmp))
     return cmp.benchmarks.select(
         "run_id", "benchmark", "n", "mean", "ci_low", "ci_high",
         ((pl.col("ci_high") - pl.col("ci_low")) / 2).alias("half_width"),
@@ -84,11 +91,12 @@ def benchmark_heatmap_data(cmp: Comparison) -> pl.DataFrame:
 def benchmark_heatmap(cmp: Comparison) -> Figure:
     """Run x benchmark means; each cell reads "mean" over "±half width" of its 95% interval.
 
-    Runs in leaderboard order, benchmarks alphabetical; a benchmark a run has no case in is a grey
+    Runs in leaderboard order (runs not ranked below), benchmarks alphabetical; a benchmark a run has no case in is a grey
     hatched cell marked "no cases".
     """
     frame = benchmark_heatmap_data(cmp)
-    runs = cmp.leaderboard["run_id"].to_list()
+    present = set(frame["run_id"].to_list())
+    runs = [r for r in leaderboard_runs(cmp) if r in present or r in set(cmp.leaderboard["run_id"].to_list())]
     labels = short_labels(runs)
     benchmarks = sorted(frame["benchmark"].unique().to_list())
     grid = np.full((len(runs), len(benchmarks)), np.nan)

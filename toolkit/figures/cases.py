@@ -8,11 +8,11 @@ from matplotlib.axes import Axes
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
-from toolkit.figures.style import (GREY, SEQUENTIAL, colour, laid_out, marker, new_figure, rows_height, short_labels,
-                                   styled)
+from toolkit.figures.palette import Palette, completed, is_ranked_shading, rank_cmap, run_marker
+from toolkit.figures.style import GREY, laid_out, new_figure, rows_height, short_labels, styled
 from toolkit.selection import RunData
 
-LEGEND_RUNS = 8  # up to this many runs get a colour each and a legend; more are coloured by rank
+LEGEND_RUNS = 8  # up to this many runs get a legend; more are numbered or shown with a rank colour bar
 PANEL_COLUMNS = 3
 
 
@@ -28,35 +28,29 @@ def run_order(cases: pl.DataFrame) -> list[str]:
     return means.sort(["overall", "run_id"], descending=[True, False])["run_id"].to_list() + missing
 
 
-def _rank_cmap():
-    """cividis from dark (best) to olive: its palest yellow end would vanish on white."""
-    from matplotlib import colormaps
-    from matplotlib.colors import ListedColormap
-
-    return ListedColormap(colormaps[SEQUENTIAL](np.linspace(0.0, 0.82, 256)))
-
-
-def _run_colours(runs: list[str]) -> dict[str, tuple | str]:
-    if len(runs) <= LEGEND_RUNS:
-        return {r: colour(i) for i, r in enumerate(runs)}
-    cmap = _rank_cmap()
-    return {r: cmap(i / max(len(runs) - 1, 1)) for i, r in enumerate(runs)}
+def _colours(cases: pl.DataFrame, palette: Palette | None) -> dict[str, str]:
+    """The runs of ``cases`` in drawing order with their colours: the palette's, else best first by macro mean."""
+    return completed(palette, run_order(cases) if palette is None else cases["run_id"].unique(maintain_order=True))
 
 
 def _rank_bar(fig: Figure, axes, runs: list[str]) -> None:
     """With many runs: a colour bar from rank 1 (best, top) to the last run, instead of a legend."""
     from matplotlib.cm import ScalarMappable
 
-    bar = fig.colorbar(ScalarMappable(Normalize(1, len(runs)), _rank_cmap()), ax=axes, fraction=0.03, pad=0.02)
+    bar = fig.colorbar(ScalarMappable(Normalize(1, len(runs)), rank_cmap()), ax=axes, fraction=0.03, pad=0.02)
     bar.ax.invert_yaxis()
-    bar.set_label("run rank by macro mean (1 = best)")
+    bar.set_label("run rank on the leaderboard (1 = best)")
 
 
-def score_distributions_data(cases: pl.DataFrame) -> pl.DataFrame:
+def _order(colours: dict[str, str]) -> dict[str, int]:
+    return {r: i for i, r in enumerate(colours)}
+
+
+def score_distributions_data(cases: pl.DataFrame, palette: Palette | None = None) -> pl.DataFrame:
     """ECDF points: run_id, benchmark, score, ecdf (share of the run's cases in the benchmark scoring
-    at most ``score``), one row per scored case; runs best first, benchmarks alphabetical."""
-    runs = run_order(cases)
-    order = {r: i for i, r in enumerate(runs)}
+    at most ``score``), one row per scored case; runs in the palette's order (else best first), benchmarks
+    alphabetical."""
+    order = _order(_colours(cases, palette))
     scored = _scored(cases).select("run_id", "benchmark", "score").sort(
         pl.col("run_id").replace_strict(order, return_dtype=pl.Int64), "benchmark", "score")
     return scored.with_columns(
@@ -64,18 +58,18 @@ def score_distributions_data(cases: pl.DataFrame) -> pl.DataFrame:
 
 
 @laid_out
-def score_distributions(cases: pl.DataFrame) -> Figure:
+def score_distributions(cases: pl.DataFrame, palette: Palette | None = None) -> Figure:
     """One panel per benchmark: each run's empirical CDF of case scores (further right = better).
 
-    Up to 8 runs each get a colour and a legend; more are shaded by rank. Cases without a score
-    (NaN) are left out and counted in the title.
+    Each run in its palette colour; up to 8 runs get a legend, more a rank colour bar. Cases without a
+    score (NaN) are left out and counted in the title.
     """
-    frame = score_distributions_data(cases)
+    frame = score_distributions_data(cases, palette)
     if frame.is_empty():
         raise ValueError("score_distributions: no scored case in the frame")
-    runs = [r for r in run_order(cases) if r in set(frame["run_id"].to_list())]
+    colours = _colours(cases, palette)
+    runs = [r for r in colours if r in set(frame["run_id"].to_list())]
     labels = short_labels(runs)
-    colours = _run_colours(runs)
     benchmarks = sorted(frame["benchmark"].unique().to_list())
     columns = min(PANEL_COLUMNS, len(benchmarks))
     rows = -(-len(benchmarks) // columns)
@@ -110,7 +104,7 @@ def score_distributions(cases: pl.DataFrame) -> Figure:
         fig.suptitle(title)
         if len(runs) <= LEGEND_RUNS:
             fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=min(len(runs), 6))
-        else:
+        if is_ranked_shading(colours):
             _rank_bar(fig, axes.tolist(), runs)
     return fig
 
@@ -126,7 +120,7 @@ def answer_usage(data: RunData) -> pl.DataFrame:
         "run_id", "case_id", chars.alias("characters"), "completion_tokens", "prompt_tokens", "latency_s")
 
 
-def length_bias_data(data: RunData, cases: pl.DataFrame) -> pl.DataFrame:
+def length_bias_data(data: RunData, cases: pl.DataFrame, palette: Palette | None = None) -> pl.DataFrame:
     """One row per scored case with a length: run_id, benchmark, case_id, score, length and its unit
     ("characters" when answer texts were read, else "completion tokens"), and the run's
     within-benchmark rank correlation ``run_rho``: length and score ranked within each benchmark (as
@@ -148,27 +142,27 @@ def length_bias_data(data: RunData, cases: pl.DataFrame) -> pl.DataFrame:
         # Pooled within-benchmark correlation; null when length or score never varies within a benchmark.
         pl.when((sxx > 1e-12) & (syy > 1e-12)).then((pl.col("_length") * pl.col("_score")).sum() / (sxx * syy).sqrt())
         .alias("run_rho"))
-    order = {r: i for i, r in enumerate(run_order(cases))}
+    order = _order(_colours(cases, palette))
     return joined.join(rho, on="run_id", how="left").with_columns(
         unit=pl.lit(unit), run_rho=pl.col("run_rho").fill_nan(None)).sort(
         pl.col("run_id").replace_strict(order, default=len(order), return_dtype=pl.Int64), "benchmark", "case_id")
 
 
 @laid_out
-def length_bias(data: RunData, cases: pl.DataFrame) -> Figure:
+def length_bias(data: RunData, cases: pl.DataFrame, palette: Palette | None = None) -> Figure:
     """Case score against answer length (left) and each run's within-benchmark rank correlation (right).
 
     A positive correlation in most runs suggests the judge rewards length; it is an association,
     not proof (longer answers may also cover more items). Raises ValueError when no length exists or
     lengths never vary.
     """
-    frame = length_bias_data(data, cases)
+    frame = length_bias_data(data, cases, palette)
     if frame["run_rho"].is_null().all():
         raise ValueError("length_bias: answer length or score never varies within a benchmark of any run "
                          "(e.g. simulated answers of one fixed text): nothing to relate")
     runs = frame["run_id"].unique(maintain_order=True).to_list()
     labels = short_labels(runs)
-    colours = _run_colours(runs)
+    colours = completed(palette, runs)
     unit = frame["unit"][0]
     with styled():
         fig = new_figure(max(4.5, rows_height(len(runs), base=1.6)))
@@ -176,7 +170,7 @@ def length_bias(data: RunData, cases: pl.DataFrame) -> Figure:
         for k, run in enumerate(runs):
             mine = frame.filter(pl.col("run_id") == run)
             left.scatter(mine["length"], mine["score"], s=14, alpha=0.6, color=colours[run],
-                         marker=marker(k) if len(runs) <= LEGEND_RUNS else "o", linewidth=0, label=labels[run])
+                         marker=run_marker(colours, run), linewidth=0, label=labels[run])
         left.set_xlabel(f"answer length ({unit})")
         left.set_ylabel("case score")
         left.set_ylim(-0.03, 1.03)
@@ -198,7 +192,7 @@ def length_bias(data: RunData, cases: pl.DataFrame) -> Figure:
     return fig
 
 
-def cost_data(data: RunData, cases: pl.DataFrame) -> pl.DataFrame:
+def cost_data(data: RunData, cases: pl.DataFrame, palette: Palette | None = None) -> pl.DataFrame:
     """Per run with token usage: macro mean score over its scored cases, mean prompt + completion tokens
     of the scored answer per case, the completion part, median answer latency and cases counted."""
     usage = answer_usage(data)
@@ -210,7 +204,7 @@ def cost_data(data: RunData, cases: pl.DataFrame) -> pl.DataFrame:
         pl.col("latency_s").median().alias("median_latency_s"), pl.col("completion_tokens").count().alias("cases_with_usage"))
     overall = joined.group_by("run_id", "benchmark").agg(pl.col("score").mean()).group_by("run_id").agg(
         pl.col("score").mean().alias("overall"))
-    order = {r: i for i, r in enumerate(run_order(cases))}
+    order = _order(_colours(cases, palette))
     out = overall.join(per_run, on="run_id").filter(pl.col("cases_with_usage") > 0).sort(
         pl.col("run_id").replace_strict(order, default=len(order), return_dtype=pl.Int64))
     if out.is_empty():
@@ -220,14 +214,15 @@ def cost_data(data: RunData, cases: pl.DataFrame) -> pl.DataFrame:
 
 
 @laid_out
-def cost(data: RunData, cases: pl.DataFrame) -> Figure:
+def cost(data: RunData, cases: pl.DataFrame, palette: Palette | None = None) -> Figure:
     """Overall score against tokens per case (left) and median answer latency (right), one point per run.
 
     Tokens are the scored answer's prompt + completion tokens (reasoning tokens are part of the
     completion); the judge's tokens are not counted. Raises ValueError when no run has usage.
     """
-    frame = cost_data(data, cases)
+    frame = cost_data(data, cases, palette)
     runs = frame["run_id"].to_list()
+    colours = completed(palette, runs)
     labels = short_labels(runs, width=22 if len(runs) > LEGEND_RUNS else 28)  # three legend columns fit at 22
     has_latency = frame["median_latency_s"].is_not_null().any()
     with styled():
@@ -238,7 +233,7 @@ def cost(data: RunData, cases: pl.DataFrame) -> Figure:
             panels.append((axes[1], "median_latency_s", "median answer latency (s)"))
         for ax, column, xlabel in panels:
             _labelled_points(ax, frame[column].to_numpy().astype(float), frame["overall"].to_numpy().astype(float),
-                             [labels[r] for r in runs])
+                             runs, labels, colours)
             ax.set_xlabel(xlabel)
             ax.grid(True)
         axes[0].set_ylabel("overall score (macro mean)")
@@ -250,17 +245,19 @@ def cost(data: RunData, cases: pl.DataFrame) -> Figure:
     return fig
 
 
-def _labelled_points(ax: Axes, x: np.ndarray, y: np.ndarray, labels: list[str]) -> None:
+def _labelled_points(ax: Axes, x: np.ndarray, y: np.ndarray, runs: list[str], names: dict[str, str],
+                     colours: dict[str, str]) -> None:
     """One marker per run: with few runs named beside the point, with many numbered (legend below).
 
     Names of points in the right third of the panel go on their left, so they stay inside it.
     """
+    labels = [names[r] for r in runs]
     many = len(labels) > LEGEND_RUNS
     finite = x[np.isfinite(x)]
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     for i, label in enumerate(labels):
-        ax.scatter([x[i]], [y[i]], s=45, color=colour(i), marker=marker(i), zorder=3, edgecolor="#404040",
-                   linewidth=0.4)
+        ax.scatter([x[i]], [y[i]], s=45, color=colours[runs[i]], marker=run_marker(colours, runs[i]), zorder=3,
+                   edgecolor="#404040", linewidth=0.4, label=label)
         if np.isfinite(x[i]) and np.isfinite(y[i]):
             flip = not many and hi > lo and (x[i] - lo) / (hi - lo) > 0.66
             ax.annotate(str(i + 1) if many else label, (x[i], y[i]), xytext=(-5 if flip else 5, 4),

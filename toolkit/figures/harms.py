@@ -7,7 +7,8 @@ import polars as pl
 from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 
-from toolkit.figures.style import GREY, LIGHT, colour, laid_out, marker, new_figure, rows_height, short_labels, styled
+from toolkit.figures.palette import Palette, completed, in_palette_order, run_marker
+from toolkit.figures.style import GREY, LIGHT, grey, laid_out, marker, new_figure, rows_height, short_labels, styled
 
 BOTH = "both"  # toolkit.analysis.harms.BOTH: the two safety benchmarks pooled
 HARM_METRICS = ("severe_omission_case_rate", "severe_commission_case_rate")
@@ -30,18 +31,27 @@ def _with_ci(frame: pl.DataFrame) -> pl.DataFrame:
     return frame
 
 
-def harm_rates_data(harm: pl.DataFrame) -> pl.DataFrame:
-    """The severe omission and commission case-rate rows of ``harms()`` (every scope), runs in the frame's order."""
+def _in_order(frame: pl.DataFrame, palette: Palette | None) -> pl.DataFrame:
+    """Rows grouped by run in the palette's (leaderboard) order; without one, in the frame's (store) order."""
+    runs = frame["run_id"].unique(maintain_order=True).to_list()
+    order = {r: i for i, r in enumerate(runs if palette is None else in_palette_order(palette, runs))}
+    return frame.sort(pl.col("run_id").replace_strict(order, return_dtype=pl.Int64), maintain_order=True)
+
+
+def harm_rates_data(harm: pl.DataFrame, palette: Palette | None = None) -> pl.DataFrame:
+    """The severe omission and commission case-rate rows of ``harms()`` (every scope), runs in the palette's
+    order (``palette_for``: the leaderboard's), else the frame's."""
     _check(harm, HARM_METRICS, "harm_rates")
     extra = ["denominator"] if "denominator" in harm.columns else []
-    return _with_ci(harm).filter(pl.col("metric").is_in(HARM_METRICS)).select(
-        "run_id", "scope", "metric", "value", "n_cases", *extra, "ci_low", "ci_high")
+    return _in_order(_with_ci(harm).filter(pl.col("metric").is_in(HARM_METRICS)).select(
+        "run_id", "scope", "metric", "value", "n_cases", *extra, "ci_low", "ci_high"), palette)
 
 
 @laid_out
-def harm_rates(harm: pl.DataFrame) -> Figure:
-    """Per run, one panel per metric: the rate with its 95% interval for each safety benchmark and both pooled."""
-    frame = harm_rates_data(harm)
+def harm_rates(harm: pl.DataFrame, palette: Palette | None = None) -> Figure:
+    """Per run, one panel per metric: the rate with its 95% interval for each safety benchmark and both pooled.
+    Colours tell the benchmarks apart (not the runs); runs in the palette's order."""
+    frame = harm_rates_data(harm, palette)
     runs = frame["run_id"].unique(maintain_order=True).to_list()
     labels = short_labels(runs)
     scopes = sorted(frame["scope"].unique().to_list(), key=lambda s: (s == BOTH, s))
@@ -59,7 +69,7 @@ def harm_rates(harm: pl.DataFrame) -> Figure:
                 value = rows["value"].to_numpy().astype(float)
                 lo, hi = rows["ci_low"].to_numpy().astype(float), rows["ci_high"].to_numpy().astype(float)
                 ok = ~(np.isnan(lo) | np.isnan(hi) | np.isnan(value))
-                ink = "#000000" if scope == BOTH else colour(k)
+                ink = "#000000" if scope == BOTH else grey(k)
                 ax.hlines(yy[ok], lo[ok], hi[ok], color=ink, linewidth=1.6, alpha=0.6)
                 ax.scatter(value, yy, color=ink, marker="D" if scope == BOTH else marker(k), s=28, zorder=3,
                            label="both pooled" if scope == BOTH else scope.replace("_", " "))
@@ -81,13 +91,14 @@ def harm_rates(harm: pl.DataFrame) -> Figure:
     return fig
 
 
-def precision_recall_data(harm: pl.DataFrame) -> pl.DataFrame:
-    """Per run (pooled scope "both" when present, else each scope): precision and recall with intervals, F1."""
+def precision_recall_data(harm: pl.DataFrame, palette: Palette | None = None) -> pl.DataFrame:
+    """Per run (pooled scope "both" when present, else each scope): precision and recall with intervals, F1;
+    runs in the palette's order, else the frame's."""
     _check(harm, ("precision", "recall"), "precision_recall")
     frame = _with_ci(harm).filter(pl.col("metric").is_in(["precision", "recall", "f1"]))
     if BOTH in set(frame["scope"].to_list()):
         frame = frame.filter(pl.col("scope") == BOTH)
-    runs = frame["run_id"].unique(maintain_order=True).to_list()
+    runs = _in_order(frame, palette)["run_id"].unique(maintain_order=True).to_list()
     wide = frame.pivot(on="metric", index=["run_id", "scope"], values=["value", "ci_low", "ci_high"],
                        aggregate_function="first")
     names = {f"value_{m}": m for m in ("precision", "recall", "f1")}
@@ -104,10 +115,12 @@ def precision_recall_data(harm: pl.DataFrame) -> pl.DataFrame:
 
 
 @laid_out
-def precision_recall(harm: pl.DataFrame) -> Figure:
-    """Weighted recall (x) against weighted precision (y) per run, 95% intervals as crosses, F1 contours."""
-    frame = precision_recall_data(harm)
+def precision_recall(harm: pl.DataFrame, palette: Palette | None = None) -> Figure:
+    """Weighted recall (x) against weighted precision (y) per run in its colour, 95% intervals as crosses,
+    F1 contours."""
+    frame = precision_recall_data(harm, palette)
     runs = frame["run_id"].unique(maintain_order=True).to_list()
+    colours = completed(palette, runs)
     many = len(runs) > 8
     labels = short_labels(runs, width=22 if many else 28)
     with styled():
@@ -124,7 +137,7 @@ def precision_recall(harm: pl.DataFrame) -> Figure:
             x, y = row["recall"], row["precision"]
             if x is None or y is None:
                 continue
-            ink = colour(k)
+            ink = colours[run]
             if row["recall_ci_low"] is not None and row["recall_ci_high"] is not None:
                 ax.hlines(y, row["recall_ci_low"], row["recall_ci_high"], color=ink, linewidth=1.4, alpha=0.7)
             if row["precision_ci_low"] is not None and row["precision_ci_high"] is not None:
@@ -132,7 +145,7 @@ def precision_recall(harm: pl.DataFrame) -> Figure:
             name = f"{k + 1}  {labels[run]}" if many else labels[run]
             if frame["scope"].n_unique() > 1:
                 name += f" ({row['scope'].replace('_', ' ')})"
-            ax.scatter([x], [y], color=ink, marker=marker(k), s=50, zorder=3, edgecolor="#404040", linewidth=0.4,
+            ax.scatter([x], [y], color=ink, marker=run_marker(colours, run), s=50, zorder=3, edgecolor="#404040", linewidth=0.4,
                        label=name)
             if many:
                 ax.annotate(str(k + 1), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=9)

@@ -7,41 +7,58 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from toolkit.analysis.agreement import Agreement
-from toolkit.figures.style import (DIVERGING, GREY, LIGHT, MARKERS, colour, laid_out, marker, new_figure, num,
-                                   rows_height, short_labels, styled)
+from toolkit.figures.palette import Palette, completed
+from toolkit.figures.style import (DIVERGING, GREY, LIGHT, MARKERS, grey, laid_out, new_figure, num, rows_height,
+                                   short_labels, styled)
 
 ALPHA = 0.05
 FOREST_SERIES = 6  # run x rater pairs drawn as a dodged forest; more become a heatmap
 STATISTICS = ("percent_agreement", "cohen_kappa", "fleiss_kappa", "krippendorff_alpha")
 
 
-def judge_agreement_data(agreement: Agreement) -> pl.DataFrame:
+def _run_order(agreement: Agreement, palette: Palette | None) -> dict[str, int]:
+    """Runs of the agreement in the palette's (leaderboard) order, else as the analysis lists them."""
+    runs = agreement.summary["run_id"].to_list() + agreement.scores["run_id"].to_list()
+    return {r: i for i, r in enumerate(completed(palette, runs))}
+
+
+def judge_agreement_data(agreement: Agreement, palette: Palette | None = None) -> pl.DataFrame:
     """One row per run x rater pair x scope (each benchmark, then "overall"): the score difference
-    rater_a - rater_b with its interval and Holm-adjusted p (``agreement.scores``), plus a series label."""
+    rater_a - rater_b with its interval and Holm-adjusted p (``agreement.scores``), plus a series label;
+    runs in the palette's order."""
     scores = agreement.scores
     if scores.is_empty():
         raise ValueError("judge_agreement: needs a run with two or more judge passes or judges; "
                          "every run here has a single pass and judge")
-    runs = short_labels(scores["run_id"].unique(maintain_order=True).to_list(), width=20)
+    order = _run_order(agreement, palette)
+    runs = short_labels(list(order), width=20)
     return scores.select(
         "run_id", "rater_a", "rater_b", "benchmark", "n_cases", "delta", "ci_low", "ci_high", "p_holm",
         (pl.col("p_holm") < ALPHA).fill_null(False).alias("significant"),
     ).with_columns(series=pl.format("{}: {} − {}", pl.col("run_id").replace_strict(runs), "rater_a", "rater_b")).sort(
-        "run_id", "rater_a", "rater_b", pl.col("benchmark") == "overall", "benchmark", maintain_order=True)
+        pl.col("run_id").replace_strict(order, return_dtype=pl.Int64), "rater_a", "rater_b",
+        pl.col("benchmark") == "overall", "benchmark", maintain_order=True)
 
 
 @laid_out
-def judge_agreement(agreement: Agreement) -> Figure:
+def judge_agreement(agreement: Agreement, palette: Palette | None = None) -> Figure:
     """Left: per benchmark, the score difference between raters with 95% intervals (a heatmap when there
     are more than 6 run x rater pairs); right: item-level agreement per run (percent, kappa, alpha).
 
+    Each series is drawn in its run's palette colour (its marker tells a run's rater pairs apart).
     Raises ValueError when no run has two or more raters.
     """
-    frame = judge_agreement_data(agreement)
+    frame = judge_agreement_data(agreement, palette)
+    order = _run_order(agreement, palette)
+    colours = completed(palette, list(order))
     series = frame["series"].unique(maintain_order=True).to_list()
+    series_run = dict(frame.select("series", "run_id").unique(maintain_order=True).iter_rows())
+    shapes = {name: MARKERS[[n for n in series if series_run[n] == series_run[name]].index(name) % len(MARKERS)]
+              for name in series}
     scopes = frame["benchmark"].unique(maintain_order=True).to_list()
     scopes = [s for s in scopes if s != "overall"] + (["overall"] if "overall" in scopes else [])
-    summary = agreement.summary
+    summary = agreement.summary.sort(pl.col("run_id").replace_strict(order, return_dtype=pl.Int64),
+                                     maintain_order=True)
     run_labels = short_labels(summary["run_id"].to_list(), width=20)
     forest = len(series) <= FOREST_SERIES
     rows = len(scopes) if forest else len(series)
@@ -59,11 +76,12 @@ def judge_agreement(agreement: Agreement) -> Figure:
                 d = part["delta"].to_numpy().astype(float)
                 lo, hi = part["ci_low"].to_numpy().astype(float), part["ci_high"].to_numpy().astype(float)
                 ok = ~(np.isnan(lo) | np.isnan(hi))
-                left.hlines(yy[ok], lo[ok], hi[ok], color=colour(k), linewidth=1.6, alpha=0.6)
+                ink = colours[series_run[name]]
+                left.hlines(yy[ok], lo[ok], hi[ok], color=ink, linewidth=1.6, alpha=0.6)
                 sig = part["significant"].to_numpy()
-                left.scatter(d[~sig], yy[~sig], s=28, facecolor="white", edgecolor=colour(k), marker=marker(k),
+                left.scatter(d[~sig], yy[~sig], s=28, facecolor="white", edgecolor=ink, marker=shapes[name],
                              linewidth=1.3, zorder=3, label=name)
-                left.scatter(d[sig], yy[sig], s=28, color=colour(k), marker=marker(k), zorder=3)
+                left.scatter(d[sig], yy[sig], s=28, color=ink, marker=shapes[name], zorder=3)
             left.axvline(0, color=GREY, linestyle="--", linewidth=1)
             left.set_yticks(y, [s.replace("_", " ") for s in scopes])
             left.set_ylim(len(scopes) - 0.5, -0.5)
@@ -101,7 +119,7 @@ def _summary_panel(ax, summary: pl.DataFrame, labels: dict[str, str]) -> None:
         if stat not in summary.columns:
             continue
         values = summary[stat].to_numpy().astype(float)
-        ax.scatter(values, y + (k - 1.5) * step, color=colour(k), marker=MARKERS[k], s=26, zorder=3,
+        ax.scatter(values, y + (k - 1.5) * step, color=grey(k), marker=MARKERS[k], s=26, zorder=3,
                    label=stat.replace("_", " "))
     ax.axvline(0, color=GREY, linestyle="--", linewidth=1)
     values = summary.select([c for c in STATISTICS if c in summary.columns]).to_numpy().astype(float)

@@ -10,12 +10,13 @@ from matplotlib.patches import Rectangle
 from toolkit.analysis.compare import Comparison
 from toolkit.analysis.paired import TIE
 from toolkit.analysis.pairs import OVERALL
-from toolkit.figures.style import (BLUE, DIVERGING, GREY, LIGHT, MARKERS, SEQUENTIAL, VERMILLION, colour, laid_out,
+from toolkit.figures.style import (DIVERGING, GREY, LIGHT, MARKERS, SEQUENTIAL, colour, laid_out,
                                    new_figure, num, rows_height, short_labels, styled)
 
 ALPHA = 0.05  # Holm-adjusted p below this is marked significant
 FOREST_TOP = 40  # pairs shown at most; the rest are left out by |delta| and the title says so
 ANNOTATE_MAX = 10  # runs up to which matrix cells carry their numbers
+INK = "#262626"
 
 
 def _need_pairs(cmp: Comparison, what: str) -> None:
@@ -67,11 +68,12 @@ def pairwise_forest(cmp: Comparison, baseline: str | None = None) -> Figure:
         hi = shown["ci_high"].to_numpy().astype(float)
         sig = shown["significant"].to_numpy()
         ok = ~(np.isnan(lo) | np.isnan(hi))
-        ink = np.where(sig, VERMILLION, BLUE)
-        ax.hlines(y[ok], lo[ok], hi[ok], colors=ink[ok], linewidth=2, alpha=0.6)
-        ax.scatter(delta[sig], y[sig], marker="o", s=40, color=VERMILLION, zorder=3,
+        # Ink, not run colours: colours mean runs in every figure, and a pair is two runs.
+        ink = np.where(sig, INK, GREY)
+        ax.hlines(y[ok], lo[ok], hi[ok], colors=ink[ok], linewidth=2, alpha=0.7)
+        ax.scatter(delta[sig], y[sig], marker="o", s=40, color=INK, zorder=3,
                    label="significant (Holm-adjusted p < 0.05)")
-        ax.scatter(delta[~sig], y[~sig], marker="o", s=40, facecolor="white", edgecolor=BLUE, linewidth=1.5,
+        ax.scatter(delta[~sig], y[~sig], marker="o", s=40, facecolor="white", edgecolor=GREY, linewidth=1.5,
                    zorder=3, label="not significant")
         ax.axvline(0, color=GREY, linewidth=1, linestyle="--")
         ax.set_yticks(y, shown["label"].to_list())

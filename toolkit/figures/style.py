@@ -20,6 +20,8 @@ from matplotlib.figure import Figure
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#56B4E9", "#CC79A7", "#F0E442", "#000000")
 BLUE, ORANGE, GREEN, VERMILLION, SKY, PURPLE, YELLOW, BLACK = OKABE_ITO
 GREY = "#8C8C8C"
+# Inks for what is not a run (safety benchmarks, agreement statistics): greys, since colours mean runs.
+GREYS = ("#404040", "#7A7A7A", "#A8A8A8", "#262626")
 LIGHT = "#D9D9D9"
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 SEQUENTIAL = "cividis"  # perceptually uniform and readable by the colour-blind
@@ -99,6 +101,10 @@ def rows_height(rows: int, base: float = 1.4, per_row: float = ROW) -> float:
 
 def colour(i: int) -> str:
     return OKABE_ITO[i % len(OKABE_ITO)]
+
+
+def grey(i: int) -> str:
+    return GREYS[i % len(GREYS)]
 
 
 def marker(i: int) -> str:

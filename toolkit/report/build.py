@@ -18,7 +18,7 @@ from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, PROTOCOL_VERSION
 from toolkit.report import facts, sections, words
 from toolkit.report.analyses import Analyses, Timings, analyse
 from toolkit.report.differ import differ
-from toolkit.report.figs import draw
+from toolkit.report.figs import draw, figure_palette
 from toolkit.report.model import Section, run_anchors, slug
 from toolkit.report.render import render_html, render_markdown
 from toolkit.selection import JudgeSelection
@@ -116,16 +116,22 @@ def _sections(a: Analyses, anchors: dict[str, str], figs: dict, figure_notes: li
         repro.facts.append(("store version", version))
     repro.command = facts.regenerate_command(run_ids, store, options.baseline, options.title, options.samples,
                                              options.seed, options.selection, options.dataset, options.allow_mixed)
-    out = [Section("summary", "Summary", paragraphs=words.summary(a)), repro]
+    # The answer first: the summary in words and the leaderboard fill the first screen; how it was made comes last.
+    named = "; ".join(f"{d.name} (sha256 {d.sha256[:12]}…)" for d in sets)
+    out = [Section("summary", "Summary", paragraphs=words.summary(a) + [f"Dataset: {named}."])]
     out.append(Section("leaderboard", "Leaderboard", figures=figs.get("leaderboard", []),
-                       tables=[sections.leaderboard_table(a, anchors)]))
-    out.append(Section("benchmarks", "Benchmarks", figures=figs.get("benchmarks", []),
-                       tables=[sections.benchmarks_table(a, anchors)]))
+                       tables=[sections.leaderboard_table(a, anchors, figure_palette(a))], bullets=words.not_ranked_lines(a)))
     pair_section = Section("pairwise", "Pairwise comparisons", figures=figs.get("pairwise", []),
                            tables=[sections.pairwise_table(a, anchors)])
     if a.pairs.is_empty():
         pair_section.paragraphs.append("A single run: there is no pair to compare.")
     out.append(pair_section)
+    versus = sections.versus_table(a, anchors)
+    if versus is not None:
+        out.append(Section("versus", "Per benchmark against " + ("the baseline" if a.baseline else "the leader"),
+                           tables=[versus]))
+    out.append(Section("benchmarks", "Benchmarks", figures=figs.get("benchmarks", []),
+                       tables=[sections.benchmarks_table(a, anchors)]))
     out.append(Section("items", "Rubric items", figures=figs.get("items", []), tables=sections.items_tables(a),
                        paragraphs=[] if a.items is not None else [f"Nothing to show: {a.absent.get('items')}"]))
     harm = sections.harms_table(a, anchors)
@@ -141,6 +147,7 @@ def _sections(a: Analyses, anchors: dict[str, str], figs: dict, figure_notes: li
     if figs.get("length-cost"):
         out.append(Section("length-cost", "Length and cost", figures=figs["length-cost"]))
     out.append(Section("cases", "Cases", tables=[sections.cases_table(a, anchors)]))
+    out.append(repro)
     out.append(Section("method", "Method notes", bullets=words.method_notes(a, options.samples, options.seed)))
     out.append(Section("warnings", "Warnings", bullets=words.warnings(a) + figure_notes or ["None."]))
     extra = {"pairwise_all": sections.with_mdd(a.cmp.pairwise), "ranks": a.cmp.ranks, "differ": shown,

@@ -42,23 +42,56 @@ def store_version(store: Store) -> str | None:
     return None if value is None else str(value)
 
 
+def _named(source: Path) -> tuple[str, str]:
+    """(digest, "name version") of a dataset checkout or file; the name from its registry.json when it has one."""
+    loaded = load_dataset(source)
+    label = source.name
+    registry = source / "registry.json"
+    if registry.is_file():
+        meta = json.loads(registry.read_text(encoding="utf-8"))
+        label = f"{meta.get('name', source.name)} {meta.get('version', '')}".strip()
+    return loaded.sha256, label
+
+
+def recorded_datasets(runs: pl.DataFrame) -> dict[str, list[str]]:
+    """Digest -> the dataset paths runs recorded when they were collected or imported (settings "dataset" or
+    selection "dataset"), first seen first."""
+    out: dict[str, list[str]] = {}
+    for sha, text in runs.select("dataset_sha256", "settings").iter_rows():
+        try:
+            settings = json.loads(text or "{}") or {}
+        except ValueError:
+            continue
+        selection = settings.get("selection") if isinstance(settings.get("selection"), dict) else {}
+        for path in (settings.get("dataset"), selection.get("dataset")):
+            if isinstance(path, str) and path and path not in out.get(sha, []):
+                out.setdefault(sha, []).append(path)
+    return out
+
+
 def dataset_facts(analyses: Analyses, dataset_path: str | None) -> list[DatasetFacts]:
-    """One entry per dataset digest of the runs; the name comes from the dataset checkout given (or the
-    default one) when its digest matches, since the store keeps digests, not names."""
+    """One entry per dataset digest of the runs. The store keeps digests, not names: a digest is named from
+    the dataset given (or the default one), else from the path its runs recorded at collection or import
+    when that checkout still has the digest, else by that path alone."""
     known: dict[str, str] = {}
     try:
-        source = Path(dataset_path) if dataset_path else default_dataset_path()
-        loaded = load_dataset(source)
-        registry = source / "registry.json"
-        label = source.name
-        if registry.is_file():
-            meta = json.loads(registry.read_text(encoding="utf-8"))
-            label = f"{meta.get('name', source.name)} {meta.get('version', '')}".strip()
-        known[loaded.sha256] = label
+        sha, label = _named(Path(dataset_path) if dataset_path else default_dataset_path())
+        known[sha] = label
     except (DatasetError, OSError, ValueError):
         if dataset_path:  # a dataset the user named must load; the default one is only a naming aid
             raise
     data = analyses.data
+    recorded = recorded_datasets(data.runs) if "settings" in data.runs.columns else {}
+    for sha, paths in recorded.items():
+        for path in paths:
+            if sha in known:
+                break
+            try:
+                found, label = _named(Path(path))
+            except (DatasetError, OSError, ValueError):
+                found, label = None, None
+            known[sha] = label if found == sha else f"{path} (as recorded by its runs; that path no longer " \
+                                                     "holds this digest)"
     out = []
     for sha in data.runs["dataset_sha256"].unique(maintain_order=True).to_list():
         cases = data.cases.filter(pl.col("dataset_sha256") == sha)

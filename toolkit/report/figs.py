@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -22,6 +24,7 @@ class Spec:
     caption: str
     name: str  # function name in toolkit.figures (its data twin is ``<name>_data``)
     args: Callable[[Analyses], tuple[Any, ...] | None]  # None: nothing to draw
+    coloured: bool = True  # takes the report's palette (runs coloured and ordered as on the leaderboard)
 
 
 def _top_pair(a: Analyses) -> tuple[str, str] | None:
@@ -37,18 +40,15 @@ SPECS = (
     Spec("leaderboard", "leaderboard", "Overall score with 95% interval (left) and 95% rank interval (right).",
          "leaderboard", lambda a: (a.cmp,)),
     Spec("benchmark_heatmap", "benchmarks", "Mean per run and benchmark; the interval width is shown in each cell.",
-         "benchmark_heatmap", lambda a: (a.cmp,)),
+         "benchmark_heatmap", lambda a: (a.cmp,), False),
     Spec("score_distributions", "benchmarks", "Distribution of case scores per run and benchmark.",
          "score_distributions", lambda a: (a.cases.filter(a.cases["run_id"].is_in(a.cmp.leaderboard["run_id"].to_list())),)),
     Spec("pairwise_forest", "pairwise", "Paired differences with 95% intervals; filled marks differ after Holm.",
-         "pairwise_forest", lambda a: (a.cmp, a.baseline) if a.cmp.leaderboard.height > 1 else None),
-    Spec("win_delta_matrix", "pairwise", "Share of common cases where the row run scores above the column run "
-         "(left) and the mean difference (right).", "win_delta_matrix",
-         lambda a: (a.cmp, a.cases) if a.cmp.leaderboard.height > 1 else None),
+         "pairwise_forest", lambda a: (a.cmp, a.baseline) if a.cmp.leaderboard.height > 1 else None, False),
     Spec("pair_scatter", "differ", "Case scores of the top pair: points off the diagonal are the cases where "
-         "they differ.", "pair_scatter", lambda a: (a.cases, *pair) if (pair := _top_pair(a)) else None),
+         "they differ.", "pair_scatter", lambda a: (a.cases, *pair) if (pair := _top_pair(a)) else None, False),
     Spec("item_rates", "items", "Most-missed high-severity positive items and most-endorsed harmful items.",
-         "item_rates", lambda a: (a.items,) if a.items is not None else None),
+         "item_rates", lambda a: (a.items,) if a.items is not None else None, False),
     Spec("harm_rates", "harms", "Severe omission vs severe commission case rates with 95% intervals.",
          "harm_rates", lambda a: (a.harm,) if a.harm is not None else None),
     Spec("precision_recall", "harms", "Severity-weighted precision against recall per run.",
@@ -62,24 +62,62 @@ SPECS = (
 )
 
 
+def figure_palette(a: Analyses) -> dict[str, str]:
+    """The one colour of each run in every figure and table swatch of the report (leaderboard order)."""
+    return figures.palette_for(a.cmp)
+
+
 def draw(a: Analyses, notes: list[str]) -> dict[str, list[FigureOut]]:
-    """Section anchor -> its figures. A figure that does not apply (``ValueError``: one judge pass, no usage)
-    is left out with a note."""
+    """Section anchor -> its figures, every run in its one colour and place (``palette_for``). A figure that
+    does not apply (``ValueError``: one judge pass, no usage) is left out with a note; characters the font
+    lacks are named once in the notes instead of reaching stderr as matplotlib warnings."""
     out: dict[str, list[FigureOut]] = {}
+    palette = figure_palette(a)
+    missing: dict[str, None] = {}
     for spec in SPECS:
         args = spec.args(a)
         if args is None:
             continue
+        kwargs = {"palette": palette} if spec.coloured else {}
         # Run ids and rubric texts are data: a "$" in them must print as itself, not start TeX math.
-        with matplotlib.rc_context({"text.parse_math": False}):
+        fig: Figure | None = None
+        with matplotlib.rc_context({"text.parse_math": False}), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             try:
-                fig: Figure = getattr(figures, spec.name)(*args)
+                fig = getattr(figures, spec.name)(*args, **kwargs)
                 png = figures.png_bytes(fig, dpi=DPI)
             except ValueError as error:
+                fig = None
                 notes.append(f"figure {spec.key} not drawn: {error or type(error).__name__}")
-                continue
+        _glyphs(caught, missing)  # outside the catch: other warnings are re-issued to the caller's filters
+        if fig is None:
+            continue
         fig.clear()
         data_fn = getattr(figures, f"{spec.name}_data", None)
-        data = data_fn(*args) if data_fn is not None else None
+        data = data_fn(*args, **kwargs) if data_fn is not None else None
         out.setdefault(spec.section, []).append(FigureOut(spec.key, spec.caption, png, data))
+    if missing:
+        notes.append(missing_glyph_note(list(missing), a))
     return out
+
+
+_GLYPH = re.compile(r"Glyph (\d+) .*missing from")
+
+
+def _glyphs(caught: list[warnings.WarningMessage], missing: dict[str, None]) -> None:
+    """Keep the characters of matplotlib's "Glyph N missing from font" warnings; re-issue any other warning."""
+    for w in list(caught):
+        found = _GLYPH.search(str(w.message))
+        if found:
+            missing[chr(int(found.group(1)))] = None
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def missing_glyph_note(chars: list[str], a: Analyses) -> str:
+    """One line: which characters the figures' font lacks, and the run ids drawn with empty boxes for them."""
+    runs = [r for r in a.data.runs["run_id"].to_list() if any(c in r for c in chars)]
+    codes = ", ".join(f"U+{ord(c):04X}" for c in chars)
+    where = f"run ids {', '.join(repr(r) for r in runs)}" if runs else "some labels (rubric or benchmark text)"
+    return (f"figures: the font (DejaVu Sans) has no glyph for {codes}: {where} are drawn with an empty box "
+            "in those places; the tables show them in full")

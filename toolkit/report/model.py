@@ -21,6 +21,7 @@ class Cell:
     kind: str = ""  # css class: num, good, bad, muted, mono
     title: str | None = None  # hover text
     id: str | None = None  # anchor of the row (runs, cases)
+    colour: str | None = None  # "#rrggbb" of the run in every figure (``figures.palette_for``): a swatch
 
 
 @dataclass(frozen=True, eq=False)

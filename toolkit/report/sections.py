@@ -18,6 +18,18 @@ def with_mdd(pairs: pl.DataFrame) -> pl.DataFrame:
     return pairs
 
 
+def in_board_order(a: Analyses, frame: pl.DataFrame, column: str = "run_id") -> pl.DataFrame:
+    """Rows grouped by run in leaderboard order (ranked, then not ranked, then left out: ``palette_for``'s order);
+    a run the comparison does not know goes last. Rows of one run keep their order."""
+    runs = a.cmp.leaderboard["run_id"].to_list()
+    for extra in (a.cmp.not_ranked, a.cmp.excluded):
+        if "run_id" in extra.columns:
+            runs += extra["run_id"].to_list()
+    order = {r: i for i, r in enumerate(dict.fromkeys(runs))}
+    return frame.sort(pl.col(column).replace_strict(order, default=len(order), return_dtype=pl.Int64),
+                      maintain_order=True)
+
+
 def run_cell(run_id: str, anchors: dict[str, str]) -> Cell:
     return Cell(run_id, href=f"#{anchors[run_id]}" if run_id in anchors else None)
 
@@ -44,20 +56,56 @@ def runs_table(rows: pl.DataFrame, anchors: dict[str, str]) -> Table:
     return Table("runs", "Runs compared", columns, body, rows)
 
 
-def leaderboard_table(a: Analyses, anchors: dict[str, str]) -> Table:
+def leaderboard_table(a: Analyses, anchors: dict[str, str], palette: dict[str, str] | None = None) -> Table:
+    """Ranked runs with tie groups; each run's cell carries its figure colour (``palette``) as a swatch."""
     board = a.cmp.leaderboard.join(a.cmp.ranks.drop("rank"), on="run_id", how="left", maintain_order="left")
     body = []
     for r in board.iter_rows(named=True):
         ranks = "–" if missing(r["rank_low"]) else (
             f"{r['rank_low']:.0f}" if r["rank_low"] == r["rank_high"] else f"{r['rank_low']:.0f}–{r['rank_high']:.0f}")
-        body.append([number(r["rank"], 0), run_cell(r["run_id"], anchors), plain(r["answer_model"]),
-                     Cell(interval(r["overall"], r["ci_low"], r["ci_high"]), kind="num"), Cell(ranks, kind="num"),
+        run = run_cell(r["run_id"], anchors)
+        if palette and r["run_id"] in palette:
+            run = Cell(run.text, href=run.href, colour=palette[r["run_id"]])
+        body.append([number(r["rank"], 0), number(r.get("tie_group"), 0), run,
+                     Cell(interval(r["overall"], r["ci_low"], r["ci_high"]), kind="num", title=r.get("ci_note")),
+                     Cell(ranks, kind="num"),
                      Cell(pct(r["share_first"]), kind="num"), number(r["completed"], 0),
                      Cell(str(r["failed"]), kind="num bad" if r["failed"] else "num"),
                      number(r["n_benchmarks"], 0)])
-    columns = ["rank", "run", "answer model", "overall [95% CI]", "rank 95% interval", "ranked first",
+    columns = ["rank", "tie group", "run", "overall [95% CI]", "rank 95% interval", "ranked first",
                "cases", "failed", "benchmarks"]
-    return Table("leaderboard", "Leaderboard (macro mean over benchmarks)", columns, body, board)
+    return Table("leaderboard", "Leaderboard (macro mean over benchmarks; a tie group holds runs not told apart "
+                 "from its first run after Holm)", columns, body, board)
+
+
+def versus_table(a: Analyses, anchors: dict[str, str]) -> Table | None:
+    """Run x benchmark: each ranked run's difference from the reference (baseline, else the leader) with its
+    Holm-adjusted p over this table's rows (the comparison's ``versus`` frame, its own family)."""
+    frame = a.cmp.versus
+    if frame.is_empty():
+        return None
+    frame = in_board_order(a, frame)
+    reference = frame["reference"][0]
+    names = sorted(frame["benchmark"].unique().to_list())
+    cells = {(r["run_id"], r["benchmark"]): r for r in frame.iter_rows(named=True)}
+    body = []
+    for run in frame["run_id"].unique(maintain_order=True).to_list():
+        row = [run_cell(run, anchors)]
+        for b in names:
+            c = cells.get((run, b))
+            if c is None or missing(c["delta"]):
+                row.append(Cell("–", kind="num muted"))
+                continue
+            sig = not missing(c["p_holm"]) and c["p_holm"] < ALPHA
+            kind = "num " + (("good" if c["delta"] > 0 else "bad") if sig else "muted")
+            why = c["ci_note"] or f"95% CI {num(c['ci_low'])} to {num(c['ci_high'])}"
+            row.append(Cell(f"{c['delta']:+.3f}" + ("*" if sig else ""), kind=kind,
+                            title=f"{why}; Holm p {p_text(c['p_holm'])}; n={c['n_cases']}"))
+        body.append(row)
+    role = "the baseline" if a.baseline else "the leader"
+    return Table("versus", f"Difference from {role} {reference} per benchmark (run − {reference}); * and colour: "
+                 f"Holm-adjusted p < {ALPHA} over these {frame.height} rows; hover for the interval",
+                 ["run"] + [b.replace("_", " ") for b in names], body, frame)
 
 
 def benchmarks_table(a: Analyses, anchors: dict[str, str]) -> Table:
@@ -80,19 +128,19 @@ def benchmarks_table(a: Analyses, anchors: dict[str, str]) -> Table:
 
 
 def pairwise_table(a: Analyses, anchors: dict[str, str]) -> Table:
+    """Every pair and its verdict, compact (the forest draws the same rows; the CSV has every column)."""
     frame = with_mdd(a.pairs)
     body = []
     for r in frame.iter_rows(named=True):
         sig = not missing(r["p_holm"]) and r["p_holm"] < ALPHA
         verdict = "differ (Holm)" if sig else ("nominal only" if not missing(r["p_value"]) and r["p_value"] < ALPHA
                                                else "cannot tell apart")
-        body.append([run_cell(r["run_a"], anchors), run_cell(r["run_b"], anchors), number(r["n_cases"], 0),
-                     Cell(interval(r["delta"], r["ci_low"], r["ci_high"], sign=True), kind="num"),
-                     Cell(p_text(r["p_value"]), kind="num"), Cell(p_text(r["p_holm"]), kind="num good" if sig else "num"),
-                     Cell(p_text(r["p_bh"]), kind="num"), Cell(num(r["mdd80"]), kind="num"),
-                     Cell(f"{r['wins']}/{r['ties']}/{r['losses']}", kind="num"), Cell(verdict, kind="good" if sig else "muted")])
-    columns = ["run A", "run B", "common cases", "A − B [95% CI]", "p", "p Holm", "p BH", "detectable (80% power)",
-               "A wins/ties/B wins", "verdict"]
+        body.append([run_cell(r["run_a"], anchors), run_cell(r["run_b"], anchors),
+                     Cell(interval(r["delta"], r["ci_low"], r["ci_high"], sign=True), kind="num",
+                          title=r.get("ci_note")),
+                     Cell(p_text(r["p_holm"]), kind="num good" if sig else "num"), Cell(num(r["mdd80"]), kind="num"),
+                     number(r["n_cases"], 0), Cell(verdict, kind="good" if sig else "muted")])
+    columns = ["run A", "run B", "A − B [95% CI]", "p Holm", "detectable (80% power)", "common cases", "verdict"]
     caption = ("Each run against the baseline" if a.baseline else "Every pair of runs") + \
         " (overall, paired on common cases)"
     return Table("pairwise", caption, columns, body, frame)
@@ -111,11 +159,12 @@ def items_tables(a: Analyses) -> list[Table]:
                 for r in frame.iter_rows(named=True)]
         tables.append(Table(key, label, ["rubric item", "benchmark", "points", "rate over runs", "runs",
                                          "discrimination", "case"], body, frame))
-    runs = a.items.runs.pivot(on="rate", index="run_id", values="share", aggregate_function="first")
+    runs = in_board_order(a, a.items.runs.pivot(on="rate", index="run_id", values="share",
+                                                aggregate_function="first"))
     body = [[Cell(r["run_id"]), Cell(pct(r.get("positive_matched")), kind="num"),
              Cell(pct(r.get("negative_endorsed")), kind="num")] for r in runs.iter_rows(named=True)]
     tables.append(Table("items_runs", "Share of positive items matched and of negative items endorsed, per run",
-                        ["run", "positive matched", "negative endorsed"], body, a.items.runs))
+                        ["run", "positive matched", "negative endorsed"], body, in_board_order(a, a.items.runs)))
     return tables
 
 
@@ -127,7 +176,7 @@ HARM_COLUMNS = (("severe_omission_case_rate", "severe omission (cases)"),
 def harms_table(a: Analyses, anchors: dict[str, str]) -> Table | None:
     if a.harm is None:
         return None
-    frame = a.harm.filter(pl.col("scope") == BOTH)
+    frame = in_board_order(a, a.harm.filter(pl.col("scope") == BOTH))
     cells = {(r["run_id"], r["metric"]): r for r in frame.iter_rows(named=True)}
     body = []
     for run in frame["run_id"].unique(maintain_order=True).to_list():
@@ -138,31 +187,32 @@ def harms_table(a: Analyses, anchors: dict[str, str]) -> Table | None:
                 interval(c["value"], c.get("ci_low"), c.get("ci_high")), kind="num", title=f"n = {c['n_cases']}"))
         body.append(row)
     return Table("harms", "Safety benchmarks pooled (lower is better for the first three; hover for the case count)",
-                 ["run"] + [label for _, label in HARM_COLUMNS], body, a.harm)
+                 ["run"] + [label for _, label in HARM_COLUMNS], body, in_board_order(a, a.harm))
 
 
 def judge_tables(a: Analyses) -> list[Table]:
     if a.agreement is None:
         return []
-    summary = a.agreement.summary
+    summary = in_board_order(a, a.agreement.summary)
     cols = [c for c in summary.columns if c != "run_id"]
     body = [[Cell(str(r["run_id"]))] + [Cell(num(v) if isinstance(v, float) else ("–" if v is None else str(v)),
                                              kind="num" if isinstance(v, (int, float)) else "") for v in
                                         (r[c] for c in cols)] for r in summary.iter_rows(named=True)]
     tables = [Table("judges", "Agreement between judge passes / judges, per run",
                     ["run"] + [c.replace("_", " ") for c in cols], body, summary)]
-    scores = a.agreement.scores.filter(pl.col("benchmark") == "overall")
+    scores = in_board_order(a, a.agreement.scores.filter(pl.col("benchmark") == "overall"))
     body = [[Cell(r["run_id"]), Cell(r["rater_a"]), Cell(r["rater_b"]),
              Cell(interval(r["delta"], r["ci_low"], r["ci_high"], sign=True), kind="num"),
              Cell(p_text(r["p_holm"]), kind="num")] for r in scores.iter_rows(named=True)]
     tables.append(Table("judge_scores", "Overall score difference between raters of the same answers",
-                        ["run", "rater A", "rater B", "A − B [95% CI]", "p Holm"], body, a.agreement.scores))
+                        ["run", "rater A", "rater B", "A − B [95% CI]", "p Holm"], body,
+                        in_board_order(a, a.agreement.scores)))
     return tables
 
 
 def cases_table(a: Analyses, anchors: dict[str, str]) -> Table:
-    """Every case with each run's score: the target of the case links elsewhere in the report."""
-    runs = a.cmp.leaderboard["run_id"].to_list()
+    """Every case with each run's score (ranked runs, then runs not ranked): the target of case links."""
+    runs = a.cmp.leaderboard["run_id"].to_list() + a.cmp.not_ranked.get_column("run_id", default=pl.Series([])).to_list()
     wide = a.cases.filter(pl.col("run_id").is_in(runs)).pivot(
         on="run_id", index=["benchmark", "case_id"], values="score", aggregate_function="first")
     prompts = a.data.cases.select("case_id", "position", "prompt").unique("case_id", keep="first")

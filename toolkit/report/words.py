@@ -16,25 +16,65 @@ def p_eq(value: float | None) -> str:
 
 
 def _pair_sentence(r: dict) -> str:
-    diff = interval(r["delta"], r["ci_low"], r["ci_high"], sign=False)
+    """A differing pair in words that follow the sign: "A leads B by d" or "A trails B by |d|" (the interval
+    turned with it), never "leads by" a negative number."""
     if not missing(r["p_holm"]) and r["p_holm"] < ALPHA:
-        return (f"{r['run_a']} leads {r['run_b']} by {diff}, significant after Holm ({p_eq(r['p_holm'])}, "
-                f"{r['n_cases']} common cases).")
+        behind = not missing(r["delta"]) and r["delta"] < 0
+        size = (interval(-r["delta"], _neg(r["ci_high"]), _neg(r["ci_low"])) if behind
+                else interval(r["delta"], r["ci_low"], r["ci_high"]))
+        return (f"{r['run_a']} {'trails' if behind else 'leads'} {r['run_b']} by {size}, significant after Holm "
+                f"({p_eq(r['p_holm'])}, {r['n_cases']} common cases).")
+    diff = interval(r["delta"], r["ci_low"], r["ci_high"], sign=True)
     nominal = "" if missing(r["p_value"]) or r["p_value"] >= ALPHA else ", significant only before adjustment"
     return (f"{r['run_a']} and {r['run_b']} cannot be told apart: difference {diff}, Holm {p_eq(r['p_holm'])}"
             f"{nominal}; these {r['n_cases']} common cases could detect about {num(r['mdd80'], 2)} with 80% power.")
 
 
+def _neg(value: float | None) -> float | None:
+    return None if missing(value) else -value
+
+
+def _first_place(board: pl.DataFrame) -> str:
+    top = board.row(0, named=True)
+    line = (f"{top['run_id']} ranks first with {interval(top['overall'], top['ci_low'], top['ci_high'])}; "
+            f"it ranks first in {pct(top['share_first'])} of resamples")
+    if "tie_group" in board.columns and not missing(top["tie_group"]):
+        tied = board.filter((pl.col("tie_group") == top["tie_group"]) & (pl.col("run_id") != top["run_id"]))
+        line += (f", tied (not told apart) with {', '.join(tied['run_id'].to_list())}" if tied.height
+                 else ", alone in the top tie group")
+    return line + "."
+
+
+def _separability(a: Analyses) -> list[str]:
+    frame = getattr(a.cmp, "separation", None)
+    if frame is None or frame.is_empty() or not frame["adjacent_pairs"][0]:
+        return []
+    r = frame.row(0, named=True)
+    return [f"Separability: {r['separated']} of {r['adjacent_pairs']} adjacent pairs on the leaderboard are told "
+            f"apart (Holm p < {ALPHA} over all pairs); runs not told apart share a tie group."]
+
+
+def not_ranked_lines(a: Analyses) -> list[str]:
+    """One line per run the comparison did not rank, with why ("covers 2 of 10 benchmarks")."""
+    frame = getattr(a.cmp, "not_ranked", None)
+    if frame is None or frame.is_empty():
+        return []
+    return [f"not ranked: {r['run_id']} {r['reason']} (overall over what it has: "
+            f"{interval(r['overall'], r['ci_low'], r['ci_high'])})" for r in frame.iter_rows(named=True)]
+
+
 def summary(a: Analyses) -> list[str]:
     board = a.cmp.leaderboard.join(a.cmp.ranks.drop("rank"), on="run_id", how="left", maintain_order="left")
     lines = []
-    top = board.row(0, named=True)
+    if board.is_empty():  # every run was left unranked (e.g. smoke runs: one case per benchmark)
+        return [f"No run is ranked: a ranking needs every benchmark covered with at least 2 cases; "
+                f"{len(not_ranked_lines(a))} run(s) are listed below the (empty) leaderboard with their reasons."]
     judges = sorted({j for j in board["judge_model"].to_list() if j})
     runs = f"{board.height} runs" if board.height != 1 else "1 run"
     lines.append(f"{runs} compared on up to {int(board['completed'].max())} cases each, scored by "
                  f"{', '.join(judges) or 'no judge'}.")
-    lines.append(f"{top['run_id']} ranks first with {interval(top['overall'], top['ci_low'], top['ci_high'])}; "
-                 f"it ranks first in {pct(top['share_first'])} of resamples.")
+    lines.append(_first_place(board))
+    lines += _separability(a)
     pairs = with_mdd(a.pairs)
     if a.baseline is not None:
         lines.append(f"Against the baseline {a.baseline}:")
@@ -57,6 +97,10 @@ def summary(a: Analyses) -> list[str]:
     failed = board.filter((pl.col("failed") > 0) | (pl.col("not_attempted") > 0))
     if failed.height:
         lines.append(f"{failed.height} run(s) have failed or not-attempted cases; see the warnings.")
+    unranked = getattr(a.cmp, "not_ranked", None)
+    if unranked is not None and unranked.height:
+        lines.append(f"{unranked.height} run(s) not ranked (they do not cover every benchmark): "
+                     f"{', '.join(unranked['run_id'].to_list())}; see below the leaderboard.")
     return lines
 
 
