@@ -74,10 +74,14 @@ class Transaction:
         _commit_row(self.store, self.run_id, self.current, run_row, step, live, replace, drop)
         self.done = True
         try:
-            if replace and self.current is not None:
-                sweep(self.store, self.run_id, set(live))
+            try:  # the rows no run names now: invisible already, so a failed sweep leaves them to the next one
+                if replace and self.current is not None:
+                    sweep(self.store, self.run_id, set(live))
+                if self.renaming is not None:
+                    sweep(self.store, self.renaming, set())
+            except StoreError:  # a full disk, say: the commit stands, and saying it failed would be untrue
+                pass
             if self.renaming is not None:
-                sweep(self.store, self.renaming, set())
                 remove_tree(self.store.journal_dir(self.renaming))
         finally:
             self.lock.close()
