@@ -235,10 +235,10 @@ def test_duckdb_views_over_every_table(store: Store) -> None:
 
 
 def test_schema_docs_are_generated_from_the_definitions() -> None:
-    from toolkit.tables import markdown
+    from toolkit.schema_docs import markdown
 
     doc = (Path(__file__).resolve().parents[1] / "schemas" / "tables.md").read_text()
-    assert doc == markdown() + "\n", "run: python -m toolkit.tables"
+    assert doc == markdown() + "\n", "run: python -m toolkit.schema_docs"
 
 
 @pytest.mark.parametrize("where,crash_at", [("commit", 1), ("commit", 2), ("commit", 3), ("delete", 1)])
