@@ -25,6 +25,7 @@ from toolkit.cli import main
 from toolkit.selection import JudgeSelection, latest_valid_decisions, per_case, read_runs, scored_passes
 from toolkit.sql import connect
 from toolkit.store import Store
+from toolkit.store.runs_ops import delete_run
 from toolkit.summary import SummaryOptions, summarize_data
 
 
@@ -219,7 +220,7 @@ def test_database_stays_current_as_runs_land_and_leave(tmp_path: Path, sample_da
     after = _fresh_process(out, query)
     assert after["runs"] == [["first", True], ["second", False]]  # no interval computed for it yet
     assert after["info"] == [[store.version(), before["info"][0][0]]]
-    store.delete_run("first")
+    delete_run(store, "first")
     assert _fresh_process(out, query)["runs"] == [["second", False]]
     assert main(["db", "--out", str(out), "--store", str(store.root)]) == 0  # rebuilt in place: intervals too
     assert _fresh_process(out, query)["runs"] == [["second", True]]
@@ -246,7 +247,7 @@ def test_readers_do_not_block_a_refresh_and_a_writer_gets_one_warning(tmp_path: 
     reader = _holder(out, read_only=True)
     try:
         assert reader.first_line == "3"
-        store.delete_run("also gone")  # refreshed in a copy renamed over the file: the reader keeps its snapshot
+        delete_run(store, "also gone")  # refreshed in a copy renamed over the file: the reader keeps its snapshot
         assert capfd.readouterr().err == ""
         assert _fresh_process(out, {"runs": "SELECT run_id FROM runs ORDER BY run_id"})["runs"] == [["gone"], ["kept"]]
     finally:
@@ -255,7 +256,7 @@ def test_readers_do_not_block_a_refresh_and_a_writer_gets_one_warning(tmp_path: 
     writer = _holder(out, read_only=False)
     try:
         assert writer.first_line == "2"
-        store.delete_run("gone")  # the file is locked for writing elsewhere: one warning, the delete stands
+        delete_run(store, "gone")  # the file is locked for writing elsewhere: one warning, the delete stands
         analysis_sim.write_run(store, sample_dataset, "later", 0.5, 9, created=9)  # ... and no second warning
         err = capfd.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"bedside: warning: {out}: not refreshed"), err
@@ -332,7 +333,7 @@ def test_db_command_is_quick_on_the_demo_store(demo_store: Path, tmp_path: Path)
 
 def test_a_store_read_at_an_old_version_gives_a_snapshot_database(tmp_path: Path, sample_dataset) -> None:
     from toolkit.database import write_database
-    from toolkit.store.databases import registered
+    from toolkit.database_refresh import registered
 
     store = Store.open(tmp_path / "st")
     analysis_sim.write_run(store, sample_dataset, "old", 0.2, 1)
@@ -346,7 +347,7 @@ def test_a_store_read_at_an_old_version_gives_a_snapshot_database(tmp_path: Path
 
 
 def test_out_through_a_symlink_writes_where_it_points(tmp_path: Path, sample_dataset, capsys) -> None:
-    from toolkit.store.databases import registered
+    from toolkit.database_refresh import registered
 
     store = Store.open(tmp_path / "st")
     analysis_sim.write_run(store, sample_dataset, "r", 0.2, 1)

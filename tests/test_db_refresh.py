@@ -23,7 +23,8 @@ from toolkit.collect.runner import CollectJob, collect
 from toolkit.collect.settings import CollectSettings, Endpoint
 from toolkit.dataset import load_dataset
 from toolkit.sim import SimConfig, SimServer
-from toolkit.store import Store, databases
+from toolkit import database_refresh as databases
+from toolkit.store import Store
 
 
 def _query(database: Path, queries: dict[str, str]) -> dict[str, list]:
@@ -145,7 +146,7 @@ def test_no_registered_database_costs_one_stat(tmp_path: Path, sample_dataset, r
     started = time.perf_counter()
     for _ in range(2000):
         databases.refresh(store)
-    with store.deferred_refresh():
+    with store.batch():
         databases.refresh(store)
     assert called == [] and refreshes == []
     assert time.perf_counter() - started < 1.0  # ~5 us each: a stat, nothing else

@@ -14,6 +14,7 @@ import pytest
 from toolkit.journal import RunJournal
 from toolkit.sql import connect
 from toolkit.store import Store, StoreError, default_store_path, safe_segment
+from toolkit.store.runs_ops import compact_run, delete_run, rename_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA = "0" * 64
@@ -127,23 +128,23 @@ def test_delete_and_rename_are_single_runs_commits(store: Store) -> None:
         _new_run(store, run)
         store.write("answers", run, [_answer(run, "c0", 0)])
     version = store.version()
-    store.rename_run("a", "a2")
+    rename_run(store, "a", "a2")
     assert store.version() == version + 1
     assert sorted(store.run_ids()) == ["a2", "b"]
     assert store.read("answers", ["a2"])["run_id"].to_list() == ["a2"] and store.read("answers", ["a"]).is_empty()
     with pytest.raises(StoreError, match="exists"):
-        store.rename_run("a2", "b")
-    store.delete_run("b")
+        rename_run(store, "a2", "b")
+    delete_run(store, "b")
     assert store.run_ids() == ["a2"] and store.read("answers")["run_id"].to_list() == ["a2"]
     with pytest.raises(StoreError, match="no run"):
-        store.delete_run("b")
+        delete_run(store, "b")
 
 
 def test_compaction_keeps_every_row(store: Store) -> None:
     _new_run(store, "r")
     for seq in range(5):
         store.write("answers", "r", [_answer("r", f"c{seq}", seq)])
-    store.compact_run("r")
+    compact_run(store, "r")
     assert len(store.files("answers", "r")) == 1 and len(json.loads(store.run("r")["write_ids"])) == 1
     assert sorted(store.read("answers")["case_id"]) == [f"c{i}" for i in range(5)]
 
@@ -234,10 +235,10 @@ def test_duckdb_views_over_every_table(store: Store) -> None:
 
 
 def test_schema_docs_are_generated_from_the_definitions() -> None:
-    from toolkit.tables import markdown
+    from toolkit.schema_docs import markdown
 
     doc = (Path(__file__).resolve().parents[1] / "schemas" / "tables.md").read_text()
-    assert doc == markdown() + "\n", "run: python -m toolkit.tables"
+    assert doc == markdown() + "\n", "run: python -m toolkit.schema_docs"
 
 
 @pytest.mark.parametrize("where,crash_at", [("commit", 1), ("commit", 2), ("commit", 3), ("delete", 1)])

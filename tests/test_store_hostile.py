@@ -18,6 +18,7 @@ from tests import reference_model as rm
 from tests.conftest import snapshot
 from toolkit.dataset import load_dataset
 from toolkit.store import Store, StoreError
+from toolkit.store.runs_ops import rename_run
 
 ROOT = Path(__file__).resolve().parents[1]
 NFC, NFD = "caf\u00e9", "cafe\u0301"
@@ -218,7 +219,7 @@ def test_invisible_and_reordering_run_ids_are_refused(inputs, tmp_path: Path) ->
         with pytest.raises(StoreError, match=why):
             store.commit_run(run_id, None, {"dataset_sha256": "x", "source": "t"})
         with pytest.raises(StoreError, match=why):
-            store.rename_run("f0", run_id)
+            rename_run(store, "f0", run_id)
     assert checksum(st) == before
 
 

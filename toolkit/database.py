@@ -7,8 +7,8 @@ real: ``run_intervals`` (the bootstrap intervals, which are not SQL, computed at
 ``bedside_info`` (the store it mirrors and the store version it reflects).
 
 Staying current: the file is registered with the store, and every store write rewrites its base views'
-file lists (``toolkit.store.databases``); running ``bedside db --out FILE`` again rebuilds it whole (and
-recomputes the intervals). A rebuild is written to a temporary file beside FILE and renamed over it, so a
+file lists (``toolkit.database_refresh``, a subscriber of the store's commits); running ``bedside db --out
+FILE`` again rebuilds it whole (and recomputes the intervals). A rebuild is written to a temporary file beside FILE and renamed over it, so a
 reader never sees half a database, and a failed one leaves FILE as it was.
 """
 
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import duckdb
 
+from toolkit import database_refresh
 from toolkit.sql import build, fill_intervals
 from toolkit.store import Store, StoreError
-from toolkit.store import databases
 from toolkit.summary import SummaryOptions
 
 STORAGE_VERSION = "v1.3.0"
@@ -58,11 +58,11 @@ def write_database(store: Store, path: str | os.PathLike[str],
     damaged = store.damaged()
     if damaged:
         raise StoreError(next(iter(damaged.values())))
-    databases.sweep(target)  # temporary files of killed rebuilds and refreshes
-    tmp = databases.temporary(target, "tmp")
+    database_refresh.sweep(target)  # temporary files of killed rebuilds and refreshes
+    tmp = database_refresh.temporary(target, "tmp")
     try:
         version = store.version()
-        files = databases.current_files(store)
+        files = database_refresh.current_files(store)
         # the oldest storage format whose DuckDB runs the views' SQL (``lambda`` syntax: 1.3), so the DuckDB
         # CLI or a BI tool's driver a few releases older than this library still opens the file
         con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_VERSION})
@@ -70,11 +70,11 @@ def write_database(store: Store, path: str | os.PathLike[str],
             build(con, files, options)
             rows = fill_intervals(con, store, version, options)
             now = dt.datetime.now(dt.timezone.utc).isoformat()
-            con.execute(f"CREATE TABLE {databases.INFO} (format VARCHAR, store_path VARCHAR, store_version BIGINT,"
+            con.execute(f"CREATE TABLE {database_refresh.INFO} (format VARCHAR, store_path VARCHAR, store_version BIGINT,"
                         " written_at VARCHAR, refreshed_at VARCHAR, intervals_store_version BIGINT,"
                         " bedside_version VARCHAR)")
-            con.execute(f"INSERT INTO {databases.INFO} VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [databases.FORMAT, str(root), version, now, now, version, _version()])
+            con.execute(f"INSERT INTO {database_refresh.INFO} VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [database_refresh.FORMAT, str(root), version, now, now, version, _version()])
             runs = con.execute("SELECT count(*) FROM runs").fetchone()[0]
             con.execute("CHECKPOINT")
         finally:
@@ -83,10 +83,10 @@ def write_database(store: Store, path: str | os.PathLike[str],
     except (OSError, duckdb.Error) as error:  # a full disk, a read-only directory: FILE stays as it was
         raise StoreError(f"{target}: --out: could not write the database ({_reason(error)})") from None
     finally:
-        databases.remove_temporary(tmp)
+        database_refresh.remove_temporary(tmp)
     if store.pinned is None:  # a store read as of an old version stays a snapshot: not refreshed
-        databases.register(store.root, target)
-        databases.refresh(store)  # commits that landed while this one was built: their files too
+        database_refresh.register(store.root, target)
+        database_refresh.refresh(store)  # commits that landed while this one was built: their files too
     return DatabaseInfo(target, version, runs, rows)
 
 
@@ -95,7 +95,7 @@ def _check_replaceable(target: Path) -> None:
     if not target.exists():
         return
     try:
-        duck = databases.is_duckdb_file(target)
+        duck = database_refresh.is_duckdb_file(target)
     except OSError as error:
         raise StoreError(f"{target}: --out: cannot read it ({error.strerror})") from None
     if not duck:
@@ -106,7 +106,7 @@ def _check_replaceable(target: Path) -> None:
     except duckdb.Error as error:
         raise StoreError(f"{target}: --out: cannot open it ({str(error).splitlines()[0][:160]})") from None
     try:
-        ours = databases.is_ours(con)
+        ours = database_refresh.is_ours(con)
     finally:
         con.close()
     if not ours:

@@ -24,7 +24,9 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
+from toolkit import database_refresh  # noqa: F401  (subscribes: registered `bedside db` files follow these commits)
 from toolkit.store import Store, StoreError
+from toolkit.store.runs_ops import compact_run
 from toolkit.tables import RUN_TABLES, TABLES, to_arrow
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -212,7 +214,7 @@ class RunJournal:
         with self._mutex:  # after a checkpoint still committing on another thread
             if (self.store.has_run(self.run_id)
                     and len(json.loads(self.store.run(self.run_id)["write_ids"] or "[]")) > COMPACT_WRITES):
-                self.store.compact_run(self.run_id)
+                compact_run(self.store, self.run_id)
 
     def _materialise(self, path: Path, held: list[tuple[str, dict[str, Any]]] | None = None) -> int:
         """Commit a journal file: ``held``, its records as this process appended them, or else (a journal

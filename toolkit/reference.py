@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit import database_refresh  # noqa: F401  (subscribes: registered `bedside db` files follow these commits)
 from toolkit import protocol
 from toolkit.dataset import Dataset, Problem
 from toolkit.inputs import MiB
@@ -90,7 +91,7 @@ def import_many(store: Store, paths: list[str | Path], dataset: Dataset, replace
                          "after its file)")
     jobs = [(Path(p), run_id) for p in paths]
     out: list[ImportReport | ImportFailure] = []
-    with store.deferred_refresh():  # registered `bedside db` files: one refresh at the end, not one per file
+    with store.batch():  # subscribers (registered `bedside db` files) told once at the end, not once per file
         results = _Importer(store, dataset, replace, chunk_bytes).run(jobs)
     for (path, _), result in zip(jobs, results):
         if isinstance(result, BaseException):
@@ -144,7 +145,7 @@ class _Ready:
     rows buffered, its runs commit to come."""
     index: int
     rows: FileRows
-    pending: Any  # toolkit.store.pending.PendingWrite
+    pending: Any  # toolkit.store.transaction.Transaction
     lock: ExitStack
     tables: dict[str, Any]
 
@@ -181,7 +182,7 @@ class _Importer:
             self._flush()
         finally:  # an interrupt or an out-of-memory error: no run half-made, no lock kept
             for ready in self.ready:
-                self.store.abandon_write(ready.pending)
+                ready.pending.abandon()
                 ready.lock.close()
         return self.results
 
@@ -190,11 +191,12 @@ class _Importer:
         an existing run without --replace), to be told once the file is known to be valid."""
         try:
             lock.enter_context(self.store.lock(run_id))
-            pending = self.store.begin_write(run_id)
+            pending = self.store.begin(run_id)
         except StoreError as error:
             lock.close()
             return None, error
         if pending.current is not None and not self.replace:
+            pending.abandon()
             lock.close()
             return None, StoreError(f"{self.store.root}: run {run_id!r} exists (choose another --run-id or pass --replace)")
         return pending, None
@@ -212,7 +214,7 @@ class _Importer:
                     if pending is not None:
                         tables = rows.take()
                         check_scores([rows], self.dataset.rubric_items)
-                        self.store.add_rows([(pending, tables)])
+                        pending.add(tables)
                     else:
                         rows.drop()
             rows.finish(f"{self.dataset.source} (sha256 {self.dataset.sha256[:12]})")
@@ -223,7 +225,7 @@ class _Importer:
             return _Ready(index, rows, pending, lock, rows.take())
         except BaseException:
             if pending is not None:
-                self.store.abandon_write(pending)
+                pending.abandon()
             lock.close()
             raise
 
@@ -237,19 +239,19 @@ class _Importer:
             except _FAILURES as error:  # a full disk, say: none of these files became a run
                 for r in ready:
                     self.results[r.index] = error
-                    self.store.abandon_write(r.pending)
+                    r.pending.abandon()
                 return
             for r in ready:
                 try:
                     self.results[r.index] = self._finish(r)
                 except _FAILURES as error:
                     self.results[r.index] = error
-                    self.store.abandon_write(r.pending)
+                    r.pending.abandon()
                 r.lock.close()
         except BaseException:  # an interrupt: the files not yet committed leave nothing visible behind
             for r in ready:
                 if self.results[r.index] is None:
-                    self.store.abandon_write(r.pending)
+                    r.pending.abandon()
             raise
         finally:
             for r in ready:
@@ -273,6 +275,6 @@ class _Importer:
             self.dataset_written = True
         # The runs commit: the file's rows (in as many data commits as it took) become the run, a replace
         # swapping the old rows out in that same commit; a failure before it leaves the old run as it was.
-        self.store.finish_write(ready.pending, run_row, step, replace=self.replace)
+        ready.pending.commit(run_row, step, replace=self.replace)
         return ImportReport(rows.run_id, rows.rows, len(rows.completed), rows.error_rows, rows.rows - rows.kept,
                             [Disagreement(*d) for d in rows.disagreements])

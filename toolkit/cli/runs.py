@@ -61,7 +61,9 @@ def _store(ctx: click.Context, store_dir: str | None):
 @click.pass_context
 def rm_cmd(ctx: click.Context, run_ids: tuple[str, ...], yes: bool, store_dir: str | None) -> None:
     """Remove runs (their answers, judgments and decisions); asks first unless --yes."""
+    from toolkit import database_refresh  # noqa: F401  (subscribes: registered `bedside db` files follow the removal)
     from toolkit.run_list import removal_counts
+    from toolkit.store.runs_ops import delete_run
 
     store = _store(ctx, store_dir)
     ids = list(dict.fromkeys(run_ids))
@@ -78,7 +80,7 @@ def rm_cmd(ctx: click.Context, run_ids: tuple[str, ...], yes: bool, store_dir: s
             say("bedside: nothing removed", err=True)
             raise click.exceptions.Exit(1)
     for run_id in ids:
-        store.delete_run(run_id)
+        delete_run(store, run_id)
         say(f"removed {run_id}")
 
 
@@ -89,6 +91,9 @@ def rm_cmd(ctx: click.Context, run_ids: tuple[str, ...], yes: bool, store_dir: s
 @click.pass_context
 def rename_cmd(ctx: click.Context, old: str, new: str, store_dir: str | None) -> None:
     """Give a run another id (the new id must not exist)."""
+    from toolkit import database_refresh  # noqa: F401  (subscribes: registered `bedside db` files follow the rename)
+    from toolkit.store.runs_ops import rename_run
+
     store = _store(ctx, store_dir)
-    store.rename_run(old, new)
+    rename_run(store, old, new)
     say(f"renamed {old} to {new}")

@@ -26,6 +26,7 @@ from toolkit.collect.settings import DEFAULT_CONCURRENCY, CollectSettings, Endpo
 from toolkit.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
 from toolkit.store import Store, StoreError, default_store_path
+from toolkit.store.runs_ops import delete_run
 from toolkit.summary import summarize
 from toolkit.tables import TABLES
 
@@ -90,7 +91,7 @@ def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENC
     dataset = load_dataset(None)
     earlier = runs_to_replace(store, replace)
     for run_id in earlier:
-        store.delete_run(run_id)
+        delete_run(store, run_id)
     if earlier and say is not None:
         say(f"replaced the demo's earlier runs {', '.join(earlier)} in {store.root} (nothing else was touched)")
     store.write_dataset(dataset)

@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from toolkit import database_refresh  # noqa: F401  (subscribes: registered `bedside db` files follow these commits)
 from toolkit import protocol
 from toolkit.collect.judge import CaseToJudge
 from toolkit.collect.settings import CollectSettings

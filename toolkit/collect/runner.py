@@ -295,7 +295,7 @@ def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = No
     pool = ClientPool(concurrency)
     with ExitStack() as stack:
         # Entered first, left last: the one refresh at the end comes after the final checkpoint and compaction.
-        stack.enter_context(store.deferred_refresh(min(j.settings.db_refresh_s for j in jobs)))
+        stack.enter_context(store.batch(min(j.settings.db_refresh_s for j in jobs)))
         collectors: list[Collector] = []
         journals: list[RunJournal] = []
         for job in jobs:

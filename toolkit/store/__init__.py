@@ -1,8 +1,9 @@
 """The store: the tables of ``toolkit.tables`` kept as Delta Lake tables, written in atomic commits.
 
-Public interface: ``Store`` (open, read, write, commit_run, delete_run, rename_run, lock, version, ...),
-``StoreError``, ``safe_segment``, ``default_store_path``. Nothing outside this package knows where
-files lie.
+Public interface: ``Store`` (open, read, begin/commit_run: a write transaction, lock, version, subscribe,
+batch, ...), whole-run operations in ``toolkit.store.runs_ops`` (delete_run, rename_run, compact_run),
+``StoreError``, ``safe_segment``, ``default_store_path``. Nothing outside this package knows where files
+lie.
 """
 
 from __future__ import annotations

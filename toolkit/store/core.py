@@ -1,20 +1,15 @@
 """The store: Delta Lake tables behind one small interface (see ``toolkit.store.delta`` for the layout).
 
-Multi-table atomicity: Delta commits are per table, so the ``runs`` table is the commit point. Data
-rows carry a ``write_id``; a run's single ``runs`` row lists its live write ids. A write commits its
-data rows first (invisible: no runs row names them yet), then ONE runs commit makes them part of the
-run. A crash in between leaves rows nobody sees (the next writer of the run sweeps them); a replace
-swaps the live set in one runs commit; a delete removes the runs row in one commit. Data commits are
-``overwrite ... where write_id = W``, so replaying one (a journal recovered after a crash) never
-duplicates a row.
+Reads see whole commits only: a run's ``runs`` row lists its live write ids, and data rows of any other
+write are invisible. Writes are transactions (``toolkit.store.transaction``): data commits first, then
+ONE runs commit, the commit point; whole-run operations are in ``toolkit.store.runs_ops``. After each
+commit the store tells whoever subscribed (``Store.subscribe``, ``toolkit.store.commits``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
-import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,13 +18,11 @@ from typing import Any, Iterator
 import polars as pl
 import pyarrow as pa
 
-from toolkit.store import databases, delta, live as writes
-from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
+from toolkit.store import commits, delta, live as writes, transaction
+from toolkit.store.delta import PART
 from toolkit.store.locks import run_lock, store_lock
-from toolkit.store.manage import RunManagement
-from toolkit.store.pending import PendingWrites
 from toolkit.store.paths import (StoreError, check_store_folder, claim_store_folder, default_store_path, new_run_id,
-                                 normal_run_id, now_iso, part_of as _part, safe_segment)
+                                 normal_run_id, part_of as _part, safe_segment)
 from toolkit.tables import DATASET_TABLES, RUN_TABLES, TABLES, to_arrow
 
 _SNAPSHOT_TRIES = writes.TRIES
@@ -54,7 +47,7 @@ class _Snapshot:
 
 
 @dataclass(frozen=True)
-class Store(RunManagement, PendingWrites, writes.DamageChecks):
+class Store:
     root: Path
     pinned: int | None = field(default=None)  # read the store as of this runs-table version
 
@@ -174,7 +167,7 @@ class Store(RunManagement, PendingWrites, writes.DamageChecks):
                     data = order.join(data, on=PART, how="inner", maintain_order="left")
                 break
             found = self._data_files(snap, table, keys)
-            lost = self._lost(snap, (table,), keys) if table not in DATASET_TABLES else {}
+            lost = writes.lost_in(self, snap, (table,), keys) if table not in DATASET_TABLES else {}
             if keys is not None:  # in the order of the keys given, as callers expect
                 order = {(_part(k) if table not in DATASET_TABLES else k): i for i, k in enumerate(keys)}
                 found.sort(key=lambda f: order.get(f[1], 0))
@@ -247,10 +240,16 @@ class Store(RunManagement, PendingWrites, writes.DamageChecks):
         run_id = self._canon(run_id)
         return run_lock(self.root / ".locks" / f"{safe_segment(run_id)}.lock", f"run {run_id!r}", join=True)
 
-    def deferred_refresh(self, every_s: float | None = None):
-        """A block whose writes refresh the registered ``bedside db`` files at most every ``every_s`` seconds
-        (None: not while it runs) and once when it ends, however it ends (``databases.deferred``)."""
-        return databases.deferred(self, every_s)
+    @staticmethod
+    def subscribe(callback: commits.Subscriber) -> None:
+        """Call ``callback(store, version)`` after each successful commit of any store of this process (a
+        run's commit, removal, rename, compaction); the store knows nothing of what it does."""
+        commits.subscribe(callback)
+
+    def batch(self, every_s: float | None = None):
+        """A block of many commits: subscribers are told at most every ``every_s`` seconds (None: not while
+        it runs) and once when it ends, however it ends (``commits.batch``)."""
+        return commits.batch(self, every_s)
 
     def journal_dir(self, run_id: str) -> Path:
         """Where the write-ahead journal of a run being collected lives (created by the journal)."""
@@ -270,83 +269,24 @@ class Store(RunManagement, PendingWrites, writes.DamageChecks):
                 data = data.append_column(PART, pa.array([dataset.sha256] * data.num_rows, pa.string()))
                 delta.append(path, table, data)
 
+    def begin(self, run_id: str, write_id: str | None = None) -> transaction.Transaction:
+        """A write transaction on a run, holding the run's lock: ``add`` rows (any number of data commits, all
+        invisible), then ``commit`` (ONE runs commit) or ``abandon`` (``toolkit.store.transaction``)."""
+        return transaction.begin(self, run_id, write_id)
+
+    def add_rows(self, batch: list[tuple[transaction.Transaction, dict[str, Any]]]) -> None:
+        """The rows of several transactions (runs) in one data commit per table; nothing becomes visible."""
+        transaction.add_rows(batch)
+
     def commit_run(self, run_id: str, rows: dict[str, pa.Table | list[dict]] | None = None,
                    run_row: dict[str, Any] | None = None, *, step: dict[str, Any] | None = None,
                    write_id: str | None = None, replace: bool = False) -> str:
-        """One transaction on a run, under its lock: data commits of ``rows`` (by run table) with one
-        write id, then ONE ``runs`` commit that makes them part of the run. ``run_row``: columns of the
-        runs row to set (needed for a new run); ``step``: appended to the row's ``steps``; ``replace``:
-        the new rows replace all the run's data (swapped in that one commit); ``write_id``: replay-safe id
-        (a journal's tag). Returns the write id."""
-        self._writable()
-        run_id = self._canon(run_id)
-        seg = _part(run_id)
-        with self._hold(run_id):
-            current = self._row(run_id)
-            if current is None and run_row is None:
-                raise StoreError(f"{self.root}: no run {run_id!r} to add rows to")
-            if current is None:
-                run_id = new_run_id(run_id)
-                self._sweep(run_id, set())  # rows an interrupted write left: never seen, now gone
-            wid = write_id or uuid.uuid4().hex
-            frames = _frames(run_id, rows or {})  # every row converted before anything is committed
-            wrote = False
-            for table, frame in frames.items():
-                frame = frame.append_column(WRITE_ID, pa.array([wid] * frame.num_rows, pa.string()))
-                frame = frame.append_column(PART, pa.array([seg] * frame.num_rows, pa.string()))
-                if write_id is None:  # a fresh id: nothing to replace, a plain append is the same and cheaper
-                    delta.append(self._path(table), table, frame)
-                else:  # a given id may be a replay (a journal recovered after a crash): replace, never duplicate
-                    delta.overwrite(self._path(table), table, frame, f"{PART} = '{seg}' AND {WRITE_ID} = '{wid}'")
-                wrote = True
-            live = {} if replace or current is None else writes.parse(current["write_ids"])
-            if wrote:
-                live = writes.add({k: v for k, v in live.items() if k != wid}, wid, writes.counts(frames))
-            self._commit_row(run_id, current, run_row, step, live, replace)
-            if replace and current is not None:
-                self._sweep(run_id, set(live))
-        databases.refresh(self)  # registered `bedside db` files now read the new live files (a new dataset: its run commits next)
-        return wid
-
-    def _commit_row(self, run_id: str, current: dict[str, Any] | None, run_row: dict[str, Any] | None,
-                    step: dict[str, Any] | None, live: writes.Writes, replace: bool, drop: str | None = None) -> None:
-        base = {} if current is None else {c: current[c] for c in TABLES["runs"].names}
-        row = {**base, **(run_row or {})} if not replace else {**(run_row or base)}
-        if current is not None and not replace:
-            row["created_at"] = current["created_at"]
-        steps = json.loads((current or {}).get("steps") or "[]")
-        if step is not None:
-            steps.append(step)
-        row.update(run_id=run_id, steps=json.dumps(steps), updated_at=now_iso(), write_ids=writes.dump(live))
-        row.setdefault("created_at", row["updated_at"])
-        data = to_arrow("runs", [row])
-        seg = _part(run_id)
-        data = data.append_column(PART, pa.array([seg], pa.string()))
-        if current is None and drop is None:  # a new run, under its lock: no row to replace, no predicate scan
-            delta.append(self._path("runs"), "runs", data)
-            return
-        where = f"{PART} = '{seg}'" if drop is None else f"{PART} IN ('{seg}', '{drop}')"
-        delta.overwrite(self._path("runs"), "runs", data, where)
-
-    def _sweep(self, run_id: str, keep: set[str]) -> None:
-        """Delete the run's data rows whose write id is not in ``keep`` (under the run's lock). They are
-        invisible already; this only frees the space (Delta keeps the files for older versions)."""
-        seg = _part(run_id)
-        for table in DATA_TABLES:
-            path = self._path(table)
-            loaded = delta.load(path)
-            if loaded is None:
-                continue
-            present = delta.files_of(loaded, path, {seg}, None)
-            if not present:
-                continue
-            visible = delta.files_of(loaded, path, {seg}, {seg: keep})
-            if len(visible) == len(present):
-                continue
-            where = f"{PART} = '{seg}'"
-            if keep:
-                where += f" AND {WRITE_ID} NOT IN ({', '.join(repr(k) for k in sorted(keep))})"
-            delta.delete(path, where)
+        """One transaction on a run in one call: data commits of ``rows`` (by run table) with one write id,
+        then ONE ``runs`` commit that makes them part of the run. ``run_row``: columns of the runs row to
+        set (needed for a new run); ``step``: appended to the row's ``steps``; ``replace``: the new rows
+        replace all the run's data (swapped in that one commit); ``write_id``: replay-safe id (a journal's
+        tag). Returns the write id."""
+        return transaction.commit_run(self, run_id, rows, run_row, step=step, write_id=write_id, replace=replace)
 
     def write(self, table: str, key: str, rows: pa.Table | list[dict]) -> str | None:
         """Add rows to a run as one transaction (a ``runs`` row is set, creating the run; data rows
@@ -366,28 +306,6 @@ class Store(RunManagement, PendingWrites, writes.DamageChecks):
         row = self._row(run_id)
         return row is not None and write_id in writes.parse(row["write_ids"])
 
-def _frames(run_id: str, rows: dict[str, pa.Table | list[dict]]) -> dict[str, pa.Table]:
-    """The run tables' rows as Arrow tables of their schemas; StoreError (one line) for a value that does not
-    fit (a number where text belongs, a lone surrogate, ...), before any commit."""
-    out = {}
-    for table, data in rows.items():
-        if table not in DATA_TABLES:
-            raise StoreError(f"{table} is not a run data table")
-        try:
-            frame = data if isinstance(data, pa.Table) else to_arrow(table, data)
-            frame = frame.select(TABLES[table].schema.names).cast(TABLES[table].schema)
-            given = frame.column("run_id").unique().to_pylist()
-            if given and given != [run_id] and {normal_run_id(g) for g in given} == {normal_run_id(run_id)}:
-                frame = frame.set_column(frame.schema.get_field_index("run_id"), "run_id",
-                                         pa.array([run_id] * frame.num_rows, pa.string()))  # one spelling
-            elif frame.num_rows and given != [run_id]:
-                raise StoreError(f"{table} rows for run {run_id!r} name another run")
-            import pyarrow.compute  # noqa: F401  (a write path: read commands never import it)
-
-            pa.compute.utf8_length(frame.column("run_id"))  # validates the text columns' UTF-8 below too
-            frame.validate(full=True)
-        except (pa.ArrowException, ValueError, TypeError, OverflowError) as error:
-            raise StoreError(f"run {run_id!r}: {table}: cannot store a value: {str(error).splitlines()[0][:200]}") from None
-        if frame.num_rows:
-            out[table] = frame
-    return out
+    def damaged(self, run_ids: list[str] | None = None) -> dict[str, str]:
+        """Runs (all, or ``run_ids``) whose rows cannot all be read: run id -> one line (``live.damaged``)."""
+        return writes.damaged(self, run_ids)

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from toolkit.store.paths import StoreError
+from toolkit.store.errors import StoreError
 
 _NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 _NO_SPACE_TEXTS = ("no space left on device", "disk quota exceeded", "os error 28)", "os error 122)")

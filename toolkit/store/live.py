@@ -75,49 +75,49 @@ def lost(tables: dict[str, tuple[Any, Path]], by_part: dict[str, str], writes_of
     return out
 
 
-class DamageChecks:
-    """Needs of the host class (``Store``): _snapshot, _latest_version, _canon, _data_files, _path."""
+def damaged(store: Any, run_ids: list[str] | None = None) -> dict[str, str]:
+    """Runs whose visible files are missing or not the size their commit recorded (truncated, say), or
+    whose live writes' rows a table does not hold (its log damaged): run id -> one line naming the file
+    or table. Cheap (no file is read, but those whose add actions lack statistics)."""
+    for _ in range(TRIES):
+        snap = store._snapshot()
+        out = _damaged(store, snap, run_ids)
+        # Rows a concurrent replace swept after this snapshot was taken are not lost: look again.
+        if not out or store._latest_version() == snap.version:
+            return out
+    return out
 
-    def damaged(self, run_ids: list[str] | None = None) -> dict[str, str]:
-        """Runs whose visible files are missing or not the size their commit recorded (truncated, say), or
-        whose live writes' rows a table does not hold (its log damaged): run id -> one line naming the file
-        or table. Cheap (no file is read, but those whose add actions lack statistics)."""
-        for _ in range(TRIES):
-            snap = self._snapshot()
-            out = self._damaged(snap, run_ids)
-            # Rows a concurrent replace swept after this snapshot was taken are not lost: look again.
-            if not out or self._latest_version() == snap.version:
-                return out
-        return out
 
-    def _lost(self, snap: Any, tables: tuple[str, ...], run_ids: list[str] | None) -> dict[str, str]:
-        """Run id -> the line naming a table that lacks rows of one of its live writes (``lost``)."""
-        loaded = {}
-        for table in tables:
-            path = self._path(table)
-            if snap.as_of is not None:
-                found = delta.load(path, as_of=snap.as_of)
-            else:
-                latest = delta.latest_version(path)
-                found = None if latest is None else delta.actions_at(path, latest)
-            loaded[table] = (found, path)
-        by_part = dict(zip(snap.runs.column(PART).to_pylist(), snap.runs.column("run_id").to_pylist()))
-        parts = None if run_ids is None else {_part(r) for r in run_ids}
-        return lost(loaded, by_part, snap.live_writes(), parts)
+def lost_in(store: Any, snap: Any, tables: tuple[str, ...], run_ids: list[str] | None) -> dict[str, str]:
+    """Run id -> the line naming a table of ``store`` that lacks rows of one of its live writes in the
+    snapshot ``snap`` (``lost``)."""
+    loaded = {}
+    for table in tables:
+        path = store._path(table)
+        if snap.as_of is not None:
+            found = delta.load(path, as_of=snap.as_of)
+        else:
+            latest = delta.latest_version(path)
+            found = None if latest is None else delta.actions_at(path, latest)
+        loaded[table] = (found, path)
+    by_part = dict(zip(snap.runs.column(PART).to_pylist(), snap.runs.column("run_id").to_pylist()))
+    parts = None if run_ids is None else {_part(r) for r in run_ids}
+    return lost(loaded, by_part, snap.live_writes(), parts)
 
-    def _damaged(self, snap: Any, run_ids: list[str] | None) -> dict[str, str]:
-        by_part = dict(zip(snap.runs.column(PART).to_pylist(), snap.runs.column("run_id").to_pylist()))
-        run_ids = None if run_ids is None else [self._canon(r, snap) for r in run_ids]
-        wanted = None if run_ids is None else {_part(r) for r in run_ids}
-        out: dict[str, str] = {}
-        for table in DATA_TABLES:
-            for path, part, size in self._data_files(snap, table, None):
-                if (wanted is not None and part not in wanted) or by_part.get(part) in out:
-                    continue
-                actual = path.stat().st_size if path.exists() else None
-                if actual != size:
-                    what = "missing" if actual is None else f"{actual} bytes, its commit recorded {size}"
-                    out[by_part[part]] = f"{path}: damaged part file ({what})"
-        for run_id, problem in self._lost(snap, DATA_TABLES, run_ids).items():
-            out.setdefault(run_id, problem)
-        return out
+
+def _damaged(store: Any, snap: Any, run_ids: list[str] | None) -> dict[str, str]:
+    by_part = dict(zip(snap.runs.column(PART).to_pylist(), snap.runs.column("run_id").to_pylist()))
+    run_ids = None if run_ids is None else [store._canon(r, snap) for r in run_ids]
+    wanted = None if run_ids is None else {_part(r) for r in run_ids}
+    out: dict[str, str] = {}
+    for table in DATA_TABLES:
+        for path, part, size in store._data_files(snap, table, None):
+            if (wanted is not None and part not in wanted) or by_part.get(part) in out:
+                continue
+            actual = path.stat().st_size if path.exists() else None
+            if actual != size:
+                what = "missing" if actual is None else f"{actual} bytes, its commit recorded {size}"
+                out[by_part[part]] = f"{path}: damaged part file ({what})"
+    for run_id, problem in lost_in(store, snap, DATA_TABLES, run_ids).items():
+        out.setdefault(run_id, problem)
+    return out

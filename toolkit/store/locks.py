@@ -120,7 +120,8 @@ def run_lock(path: Path, what: str, join: bool = False) -> Iterator[None]:
             yield
         finally:
             with _GUARD:
-                _HELD[key] -= 1
+                if key in _HELD:  # not when the holder let go first (its generator collected, say)
+                    _HELD[key] -= 1
         return
     with check_space(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)

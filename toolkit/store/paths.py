@@ -9,12 +9,11 @@ import re
 import unicodedata
 from pathlib import Path
 
+from toolkit.store.disk import check_space
+from toolkit.store.errors import StoreError
+
 _SAFE = re.compile(r"[A-Za-z0-9_\-]")
 _MAX_SEGMENT = 120
-
-
-class StoreError(RuntimeError):
-    """A store operation that cannot proceed (missing run, run exists, locked run, damaged file, ...)."""
 
 
 def default_store_path() -> Path:
@@ -142,8 +141,6 @@ def claim_store_folder(root: Path) -> None:
     check_store_folder(root)
     if _marked(root):
         return
-    from toolkit.store.disk import check_space
-
     with check_space(root):
         root.mkdir(parents=True, exist_ok=True)
         temp = root / f".{MARKER}.{os.getpid()}.tmp"

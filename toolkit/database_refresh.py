@@ -1,9 +1,10 @@
-"""DuckDB database files that mirror a store (``bedside db``), kept current by every store write.
+"""DuckDB database files that mirror a store (``bedside db``), kept current by every store commit.
 
-A database file written by ``toolkit.database`` holds views over the store's current Parquet files. The
-store remembers each such file in ``<store>/.databases.json`` and, after every commit that changes which
-files are live (a run's commit, delete, rename, compaction, a new dataset), rewrites their base views'
-file lists (in a copy renamed over it, so readers never see half a database), under a store-wide lock. Nothing here computes: the derived views
+A database file written by ``toolkit.database`` holds views over the store's current Parquet files. Each
+such file is listed in ``<store>/.databases.json``; this module subscribes to the store's commits
+(``Store.subscribe``, when it is imported: the modules that write to a store import it) and, after every
+commit that changes which files are live (a run's commit, delete, rename, compaction), rewrites their base
+views' file lists (in a copy renamed over it, so readers never see half a database), under a store-wide lock. Nothing here computes: the derived views
 are SQL over the base views, so new file lists are all a refresh needs (the bootstrap intervals stay as
 computed, stamped with each run's ``updated_at``, so a changed run shows none).
 
@@ -15,10 +16,10 @@ read tolerantly: entries that are not absolute paths are ignored (one warning); 
 or is over 1 MiB, refreshes nothing (one warning) and is left as it is until ``bedside db`` replaces it. A
 refresh or rebuild first sweeps the temporary files beside its database that killed processes left.
 
-Where writes repeat, a refresh (~0.2-0.3 s) is paid once, not per commit: inside ``deferred(store)`` (a bulk
-import) the commits only mark a refresh as due and it runs once when the block ends, also when it ends with
-an error; ``deferred(store, every_s)`` (a collection, which commits every few seconds) refreshes at most
-every ``every_s`` seconds while it runs and once at its end, so the file shows the finished run.
+Where writes repeat, a refresh (~0.2-0.3 s) is paid once, not per commit: inside ``store.batch()`` (a bulk
+import) the store tells its subscribers once, when the block ends, also when it ends with an error;
+``store.batch(every_s)`` (a collection, which commits every few seconds) at most every ``every_s`` seconds
+while it runs and once at its end, so the file shows the finished run.
 """
 
 from __future__ import annotations
@@ -29,17 +30,10 @@ import os
 import re
 import shutil
 import sys
-import threading
-import time
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
 
+from toolkit.store import Store
 from toolkit.store.locks import store_lock
-
-if TYPE_CHECKING:
-    from toolkit.store.core import Store
 
 REGISTRY = ".databases.json"
 INFO = "bedside_info"
@@ -160,7 +154,7 @@ def _dead(pid: int) -> bool:
     return False
 
 
-def current_files(store: "Store") -> dict[str, list[str]]:
+def current_files(store: Store) -> dict[str, list[str]]:
     from toolkit.tables import TABLES
 
     return {t: [str(f) for f in store.files(t)] for t in TABLES}
@@ -191,60 +185,15 @@ def rewrite(con, files: dict[str, list[str]], version: int | None) -> None:
         raise
 
 
-@dataclass
-class _Deferral:
-    every_s: float | None  # None: only when the deferring block ends
-    last: float  # monotonic time of the last refresh (or of the block's start)
-    due: bool = False  # a write since then changed the store
-
-
-_DEFERRED: dict[str, _Deferral] = {}  # store root -> its deferral in this process (checkpoints commit on threads)
-_DEFERRED_GUARD = threading.Lock()
-
-
-def _key(store: "Store") -> str:
-    return os.path.abspath(store.root)  # no system call
-
-
-@contextmanager
-def deferred(store: "Store", every_s: float | None = None) -> Iterator[None]:
-    """Within: the store's writes refresh its databases at most every ``every_s`` seconds (None: not at all);
-    one refresh when the block ends (however it ends) if a write came after the last one. Nested: the
-    outermost block decides."""
-    key = _key(store)
-    with _DEFERRED_GUARD:
-        outer = key in _DEFERRED
-        if not outer:
-            _DEFERRED[key] = _Deferral(every_s, time.monotonic())
-    if outer:
-        yield
-        return
-    try:
-        yield
-    finally:
-        with _DEFERRED_GUARD:
-            deferral = _DEFERRED.pop(key)
-        if deferral.due:
-            _refresh_now(store)
-
-
-def refresh(store: "Store") -> None:
-    """After a store write: refresh every registered database of this store (or mark it due, inside
-    ``deferred``). Never raises."""
+def refresh(store: Store, version: int | None = None) -> None:
+    """After a store commit (the subscriber of ``Store.subscribe``): refresh every registered database of
+    this store. ``version`` is not used: a refresh reads the version its files belong to. Never raises."""
     if not _registry(store.root).exists():  # the common case: one stat
         return
-    with _DEFERRED_GUARD:
-        deferral = _DEFERRED.get(_key(store))
-        if deferral is not None:
-            now = time.monotonic()
-            if deferral.every_s is None or now - deferral.last < deferral.every_s:
-                deferral.due = True
-                return
-            deferral.last, deferral.due = now, False
     _refresh_now(store)
 
 
-def _refresh_now(store: "Store") -> None:
+def _refresh_now(store: Store) -> None:
     if not _registry(store.root).exists():
         return
     try:
@@ -267,7 +216,7 @@ def _refresh_now(store: "Store") -> None:
         _warn(f"{store.root}: databases not refreshed ({_first_line(error)})")
 
 
-def _refresh_one(store: "Store", database: Path, files: dict[str, list[str]], version: int | None) -> bool:
+def _refresh_one(store: Store, database: Path, files: dict[str, list[str]], version: int | None) -> bool:
     """True to keep the file registered. A copy is refreshed and renamed over the file, so readers that have
     it open (read-only: DuckDB lets several processes share it) keep their snapshot and never block this; a
     process holding it for writing does block it (its changes would be lost): warned once per process."""
@@ -312,7 +261,7 @@ def _refresh_one(store: "Store", database: Path, files: dict[str, list[str]], ve
     return True
 
 
-def _drop(store: "Store", database: Path, why: str) -> None:
+def _drop(store: Store, database: Path, why: str) -> None:
     _warn_once(database, f"{database}: {why}; not refreshed, dropped from {_registry(store.root)}")
 
 
@@ -331,3 +280,6 @@ def _first_line(error: BaseException) -> str:
 
 def _warn(message: str) -> None:
     print(f"bedside: warning: {message}", file=sys.stderr)
+
+
+Store.subscribe(refresh)

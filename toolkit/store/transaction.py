@@ -1,0 +1,328 @@
+"""The store's one write transaction on a run: begin, add rows, commit (or abandon).
+
+Multi-table atomicity: Delta commits are per table, so the ``runs`` table is the commit point. Data rows
+carry a ``write_id``; a run's single ``runs`` row lists its live write ids. A transaction commits its data
+rows first, in as many data commits as it likes (a streamed import cannot hold a file's rows at once), all
+under its one write id and so invisible; then ONE runs commit makes them part of the run (a replace swaps
+the live set in that commit, a removal deletes the row, a rename swaps two rows). Abandoned, its rows are
+swept; a process killed before either leaves them invisible, and the run's next writer sweeps them.
+A transaction holds the run's lock from ``begin`` until it commits or is abandoned.
+
+A given write id (a journal's tag) may be a replay after a crash: its first data commit of each table is an
+``overwrite ... where write_id = W``, so replaying never duplicates a row. Several runs' transactions may
+share one data commit per table (``add_rows``: a bulk import of small files); each still becomes visible
+only through its own runs commit. Subscribers (``commits``) are told after each runs commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from toolkit.store import commits, delta, live as writes
+from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
+from toolkit.store.disk import NoSpace
+from toolkit.store.paths import StoreError, new_run_id, normal_run_id, now_iso, part_of
+from toolkit.tables import TABLES, to_arrow
+
+if TYPE_CHECKING:
+    from toolkit.store.core import Store
+
+Rows = dict[str, "pa.Table | list[dict]"]  # run table -> its rows
+
+
+@dataclass
+class Transaction:
+    store: "Store"
+    run_id: str
+    write_id: str
+    current: dict[str, Any] | None  # the runs row the commit builds on (None: a new run)
+    replay: bool = False  # a given write id: its first data commit of each table replaces its rows
+    renaming: str | None = None  # the run this one takes over: its row goes in the commit, its rows after
+    wrote: bool = field(default=False)  # some data commit carried rows of this transaction
+    rows: dict[str, int] = field(default_factory=dict)  # rows committed so far, by table
+    began: float = field(default_factory=time.time)  # files of the run's partitions newer than this are its own
+    lock: ExitStack = field(default_factory=ExitStack, repr=False)
+    done: bool = field(default=False)  # committed or abandoned: nothing more to do
+
+    def add(self, rows: Rows) -> None:
+        """Data commits, one per table, of ``rows``; nothing becomes visible."""
+        self.store.add_rows([(self, rows)])
+
+    def commit(self, run_row: dict[str, Any] | None = None, step: dict[str, Any] | None = None,
+               replace: bool = False) -> str:
+        """ONE runs commit making the rows part of the run (``replace``: all of it, the old rows swept after).
+        ``run_row``: columns of the runs row to set (needed for a new run); ``step``: appended to its
+        ``steps``. Returns the write id. On an error the transaction stays open (abandon it)."""
+        self._open()
+        if self.current is None and run_row is None:
+            raise StoreError(f"{self.store.root}: no run {self.run_id!r} to add rows to")
+        keep = self.current is not None and not replace and self.renaming is None
+        live = writes.parse(self.current["write_ids"]) if keep else {}
+        if self.wrote:
+            live = writes.add({k: v for k, v in live.items() if k != self.write_id}, self.write_id, self.rows)
+        drop = None if self.renaming is None else part_of(self.renaming)
+        _commit_row(self.store, self.run_id, self.current, run_row, step, live, replace, drop)
+        self.done = True
+        try:
+            try:  # the rows no run names now: invisible already, so a failed sweep leaves them to the next one
+                if replace and self.current is not None:
+                    sweep(self.store, self.run_id, set(live))
+                if self.renaming is not None:
+                    sweep(self.store, self.renaming, set())
+            except StoreError:  # a full disk, say: the commit stands, and saying it failed would be untrue
+                pass
+            if self.renaming is not None:
+                remove_tree(self.store.journal_dir(self.renaming))
+        finally:
+            self.lock.close()
+            commits.committed(self.store)
+        return self.write_id
+
+    def remove(self) -> None:
+        """ONE runs commit removing the run (it stops being one), then its rows are swept and their files
+        deleted: the space comes back at once, also on a full disk, where it is wanted most."""
+        self._open()
+        try:
+            delta.delete(self.store._path("runs"), f"{PART} = '{part_of(self.run_id)}'")
+        except NoSpace:
+            raise NoSpace(f"no space left on {self.store.root}: not even for the small commit that removes run "
+                          f"{self.run_id!r}; free some space outside the store first") from None
+        self.done = True
+        try:
+            try:
+                sweep(self.store, self.run_id, set())
+            except StoreError:  # a disk too full for the sweep's log entries: the run is gone all the same
+                pass
+            remove_tree(self.store.journal_dir(self.run_id))
+            free_files(self.store, self.run_id, None)
+        finally:
+            self.lock.close()
+            commits.committed(self.store)
+
+    def abandon(self) -> None:
+        """Sweep the rows this transaction committed (best effort: they are invisible anyway, and the run's
+        next writer sweeps what is left), and let the run's lock go. Nothing once committed."""
+        if self.done:
+            self.lock.close()
+            return
+        self.done = True
+        try:
+            keep = set() if self.current is None else set(writes.parse(self.current["write_ids"]))
+            if self.wrote:
+                try:
+                    sweep(self.store, self.run_id, keep)
+                except Exception:  # a full disk, say: the rows stay invisible
+                    pass
+            # Files this write left that no version names (a data commit that failed, one swept just now) go
+            # at once: on a full disk they are the space a failed import took.
+            free_files(self.store, self.run_id, self.began)
+        finally:
+            self.lock.close()
+
+    def _open(self) -> None:
+        if self.done:
+            raise StoreError(f"run {self.run_id!r}: this write was committed or abandoned already")
+
+
+def begin(store: "Store", run_id: str, write_id: str | None = None, *, missing: str | None = None,
+          renaming: str | None = None) -> Transaction:
+    """A transaction on ``run_id`` under the run's lock (joined when this process holds it: ``Store.lock``).
+    ``write_id``: replay-safe id (a journal's tag); ``missing``: a run not there yet is a StoreError ("no run
+    'ID'" and this text, or the store's runs when it is empty), else a new run may begin;
+    ``renaming``: the existing run whose rows the new run ``run_id`` takes over (its row goes in the same runs
+    commit). Rows that an interrupted write of a run without a runs row left behind are swept first."""
+    store._writable()
+    lock = ExitStack()
+    try:
+        if renaming is not None:
+            lock.enter_context(store._hold(renaming))
+        else:
+            run_id = store._canon(run_id)
+        lock.enter_context(store._hold(run_id))
+        current = store._row(run_id)
+        if renaming is not None:
+            old = store._row(renaming)
+            if old is None:
+                raise StoreError(f"{store.root}: no run {renaming!r} {_known(store)}")
+            if current is not None:
+                raise StoreError(f"{store.root}: run {run_id!r} exists (remove it first or choose another id)")
+        elif current is None and missing is not None:
+            raise StoreError(f"{store.root}: no run {run_id!r} {missing or _known(store)}")
+        if current is None:
+            run_id = new_run_id(run_id)
+            if _has_rows(store, run_id):
+                sweep(store, run_id, set())  # rows an interrupted write left: never seen, now gone
+        if renaming is not None:
+            current = {**old, "run_id": run_id}
+    except BaseException:
+        lock.close()
+        raise
+    return Transaction(store, run_id, write_id or uuid.uuid4().hex, current, replay=write_id is not None,
+                       renaming=renaming, lock=lock)
+
+
+def _known(store: "Store") -> str:
+    return f"(runs: {', '.join(store.run_ids()) or 'none'})"
+
+
+def add_rows(batch: list[tuple[Transaction, Rows]]) -> None:
+    """Data commits, one per table, of the rows of each transaction (rows: by run table, Arrow tables or
+    row dicts); nothing becomes visible. StoreError (one line) for a value that does not fit, before any
+    commit."""
+    tables: dict[str, list[pa.Table]] = {}
+    replays: list[tuple[Transaction, str, pa.Table]] = []
+    counted = []
+    for txn, rows in batch:
+        txn._open()
+        seg = part_of(txn.run_id)
+        frames = _frames(txn.run_id, rows)
+        counted.append((txn, writes.counts(frames)))
+        for table, frame in frames.items():
+            frame = frame.append_column(WRITE_ID, pa.array([txn.write_id] * frame.num_rows, pa.string()))
+            frame = frame.append_column(PART, pa.array([seg] * frame.num_rows, pa.string()))
+            if txn.replay and table not in txn.rows:  # a replay's rows replace those it committed before
+                replays.append((txn, table, frame))
+            else:
+                tables.setdefault(table, []).append(frame)
+    if any(frame.num_rows for frames in tables.values() for frame in frames) or replays:
+        batch[0][0].store._writable()  # claims the folder: not for a batch with no row (a file refused at its end)
+    for txn, table, frame in replays:
+        delta.overwrite(txn.store._path(table), table, frame,
+                        f"{PART} = '{part_of(txn.run_id)}' AND {WRITE_ID} = '{txn.write_id}'")
+    if tables:
+        store = batch[0][0].store
+        for table in DATA_TABLES:
+            if table in tables:
+                delta.append(store._path(table), table, pa.concat_tables(tables[table]))
+    for txn, rows in counted:
+        txn.wrote = txn.wrote or bool(rows)
+        for table, n in rows.items():
+            txn.rows[table] = txn.rows.get(table, 0) + n
+
+
+def commit_run(store: "Store", run_id: str, rows: Rows | None = None, run_row: dict[str, Any] | None = None, *,
+               step: dict[str, Any] | None = None, write_id: str | None = None, replace: bool = False) -> str:
+    """A whole transaction in one call (see ``Store.commit_run``). Returns the write id."""
+    txn = begin(store, run_id, write_id, missing="to add rows to" if run_row is None else None)
+    try:
+        if rows:
+            txn.add(rows)  # every row converted before anything is committed
+        return txn.commit(run_row, step, replace)
+    finally:
+        txn.lock.close()  # a failed one leaves its rows invisible: the run's next replace or compaction sweeps them
+
+
+def _commit_row(store: "Store", run_id: str, current: dict[str, Any] | None, run_row: dict[str, Any] | None,
+                step: dict[str, Any] | None, live: writes.Writes, replace: bool, drop: str | None) -> None:
+    base = {} if current is None else {c: current[c] for c in TABLES["runs"].names}
+    row = {**base, **(run_row or {})} if not replace else {**(run_row or base)}
+    if current is not None and not replace:
+        row["created_at"] = current["created_at"]
+    steps = json.loads((current or {}).get("steps") or "[]")
+    if step is not None:
+        steps.append(step)
+    row.update(run_id=run_id, steps=json.dumps(steps), updated_at=now_iso(), write_ids=writes.dump(live))
+    row.setdefault("created_at", row["updated_at"])
+    data = to_arrow("runs", [row])
+    seg = part_of(run_id)
+    data = data.append_column(PART, pa.array([seg], pa.string()))
+    if current is None and drop is None:  # a new run, under its lock: no row to replace, no predicate scan
+        delta.append(store._path("runs"), "runs", data)
+        return
+    where = f"{PART} = '{seg}'" if drop is None else f"{PART} IN ('{seg}', '{drop}')"
+    delta.overwrite(store._path("runs"), "runs", data, where)
+
+
+def _has_rows(store: "Store", run_id: str) -> bool:
+    """Whether any data table holds rows of the run (cheap: cached add actions of the latest versions)."""
+    seg = part_of(run_id)
+    for table in DATA_TABLES:
+        path = store._path(table)
+        latest = delta.latest_version(path)
+        if latest is not None and delta.files_of(delta.actions_at(path, latest), path, {seg}, None):
+            return True
+    return False
+
+
+def sweep(store: "Store", run_id: str, keep: set[str]) -> None:
+    """Delete the run's data rows whose write id is not in ``keep`` (under the run's lock). They are
+    invisible already; this only frees the space (Delta keeps the files for older versions)."""
+    seg = part_of(run_id)
+    for table in DATA_TABLES:
+        path = store._path(table)
+        loaded = delta.load(path)
+        if loaded is None:
+            continue
+        present = delta.files_of(loaded, path, {seg}, None)
+        if not present:
+            continue
+        visible = delta.files_of(loaded, path, {seg}, {seg: keep})
+        if len(visible) == len(present):
+            continue
+        where = f"{PART} = '{seg}'"
+        if keep:
+            where += f" AND {WRITE_ID} NOT IN ({', '.join(repr(k) for k in sorted(keep))})"
+        delta.delete(path, where)
+
+
+def free_files(store: "Store", run_id: str, since: float | None) -> None:
+    """Delete the files of the run's partitions that the tables' latest versions do not name (written
+    since ``since``, a time; None: all). Under the run's lock: no other writer adds files there."""
+    seg = part_of(run_id)
+    for table in DATA_TABLES:
+        path = store._path(table)
+        folder = path / f"{PART}={seg}"
+        latest = delta.latest_version(path)
+        if latest is None or not folder.is_dir():
+            continue
+        named = {f for f, _, _ in delta.files_of(delta.actions_at(path, latest), path, {seg}, None)}
+        for file in folder.iterdir():
+            try:
+                if file not in named and file.is_file() and (since is None or file.stat().st_mtime >= since - 1):
+                    file.unlink()
+            except OSError:  # gone already, say: best effort
+                pass
+
+
+def remove_tree(folder: Path) -> None:
+    if folder.exists():
+        trash = folder.with_name(f".trash-{uuid.uuid4().hex[:8]}")
+        os.replace(folder, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+def _frames(run_id: str, rows: Rows) -> dict[str, pa.Table]:
+    """The run tables' rows as Arrow tables of their schemas; StoreError (one line) for a value that does not
+    fit (a number where text belongs, a lone surrogate, ...), before any commit."""
+    out = {}
+    for table, data in rows.items():
+        if table not in DATA_TABLES:
+            raise StoreError(f"{table} is not a run data table")
+        try:
+            frame = data if isinstance(data, pa.Table) else to_arrow(table, data)
+            frame = frame.select(TABLES[table].schema.names).cast(TABLES[table].schema)
+            given = frame.column("run_id").unique().to_pylist()
+            if given and given != [run_id] and {normal_run_id(g) for g in given} == {normal_run_id(run_id)}:
+                frame = frame.set_column(frame.schema.get_field_index("run_id"), "run_id",
+                                         pa.array([run_id] * frame.num_rows, pa.string()))  # one spelling
+            elif frame.num_rows and given != [run_id]:
+                raise StoreError(f"{table} rows for run {run_id!r} name another run")
+            import pyarrow.compute  # noqa: F401  (a write path: read commands never import it)
+
+            pa.compute.utf8_length(frame.column("run_id"))  # validates the text columns' UTF-8 below too
+            frame.validate(full=True)
+        except (pa.ArrowException, ValueError, TypeError, OverflowError) as error:
+            raise StoreError(f"run {run_id!r}: {table}: cannot store a value: {str(error).splitlines()[0][:200]}") from None
+        if frame.num_rows:
+            out[table] = frame
+    return out
