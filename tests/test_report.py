@@ -14,6 +14,7 @@ import pytest
 
 from tests.report_store import EVIL_RUN, IMG, SCRIPT, build
 from toolkit.analysis import CompareOptions, HarmOptions, ResampleSettings, compare, harms
+from toolkit.report.model import interval
 from toolkit.selection import read_runs
 from toolkit.cli import main
 from toolkit.report import ReportOptions, write_report
@@ -85,7 +86,7 @@ def test_numbers_equal_the_analysis_frames(report, store):
     data = read_runs(store, store.run_ids(), texts=False)
     harm = harms(data, HarmOptions(resamples=ResampleSettings(SAMPLES, 7))).filter(pl.col("scope") == "both")
     for r in harm.filter(pl.col("metric").is_in(["f1", "severe_rate", "recall"])).iter_rows(named=True):
-        assert esc(f"{r['value']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]") in page, (r["run_id"], r["metric"])
+        assert esc(interval(r["value"], r["ci_low"], r["ci_high"])) in page, (r["run_id"], r["metric"])
     board = pl.read_csv(report.directory / "tables" / "leaderboard.csv")
     assert board["run_id"].to_list() == cmp.leaderboard["run_id"].to_list()
     assert board["overall"].to_list() == pytest.approx(cmp.leaderboard["overall"].to_list(), rel=1e-12)

@@ -110,9 +110,10 @@ def signed(value: float | None, digits: int = 3) -> str:
 
 
 def interval(value: float | None, low: float | None, high: float | None, digits: int = 3, sign: bool = False) -> str:
+    """``value [low, high]``; ``value (no CI)`` when there is a value but no interval (its cell's title says why)."""
     fmt = signed if sign else num
     if missing(low) or missing(high):
-        return fmt(value, digits)
+        return fmt(value, digits) + ("" if missing(value) else " (no CI)")
     return f"{fmt(value, digits)} [{fmt(low, digits)}, {fmt(high, digits)}]"
 
 

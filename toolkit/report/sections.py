@@ -184,7 +184,8 @@ def harms_table(a: Analyses, anchors: dict[str, str]) -> Table | None:
         for metric, _ in HARM_COLUMNS:
             c = cells.get((run, metric))
             row.append(Cell("–", kind="num") if c is None else Cell(
-                interval(c["value"], c.get("ci_low"), c.get("ci_high")), kind="num", title=f"n = {c['n_cases']}"))
+                interval(c["value"], c.get("ci_low"), c.get("ci_high")), kind="num",
+                title=f"n = {c['n_cases']}" + (f"; {c['ci_note']}" if c.get("ci_note") else "")))
         body.append(row)
     return Table("harms", "Safety benchmarks pooled (lower is better for the first three; hover for the case count)",
                  ["run"] + [label for _, label in HARM_COLUMNS], body, in_board_order(a, a.harm))
