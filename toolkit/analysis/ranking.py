@@ -68,7 +68,8 @@ def rank_intervals(units: tuple[str, ...] | list[str], observed: np.ndarray, boo
         "rank_median": median, "rank_low": lo, "rank_high": hi, "share_first": first,
         "resamples": np.full(len(units), usable.shape[0], dtype=np.int64),
     }, schema_overrides={"unit": pl.String, "rank_median": pl.Float64, "rank_low": pl.Float64,
-                         "rank_high": pl.Float64, "share_first": pl.Float64})
+                         "rank_high": pl.Float64, "share_first": pl.Float64}).with_columns(
+        pl.col("rank_low", "rank_high").fill_nan(None).cast(pl.Int64))  # ranks are whole numbers (none: null)
 
 
 def tie_groups(order: list[str], holm: dict[tuple[str, str], float | None]) -> list[int]:
