@@ -79,8 +79,8 @@ def test_single_run_and_pairs_without_common_cases_are_said(store: Store, capsys
     out = _json(capsys, "compare", "--run", "only-drug", "--run", "only-calc", "--store", str(store.root),
                 "--samples", "200", "--format", "json")
     assert out["leaderboard"] == [] and out["pairwise"] == []
-    assert [(r["run_id"], r["reason"]) for r in out["not_ranked"]] == [("only-drug", "covers 1 of 2 benchmarks"),
-                                                                      ("only-calc", "covers 1 of 2 benchmarks")]
+    assert [(r["run_id"], r["reason"]) for r in out["not_ranked"]] == [("only-drug", "covers 1 of 10 benchmarks"),
+                                                                      ("only-calc", "covers 1 of 10 benchmarks")]
     present = np.zeros((2, 8))
     present[0, [0, 1, 4, 5]] = present[1, [2, 3, 6, 7]] = 1  # both ranked, no case in common
     result = compare_matrix(from_arrays(np.random.default_rng(0).random((2, 8)), {"a": 4, "b": 4}, present=present),

@@ -89,6 +89,17 @@ def test_not_ranked_runs_change_no_ranked_number(mixed_store: Store) -> None:
     assert two.not_ranked.height == 0
 
 
+def test_whether_a_run_is_ranked_depends_on_that_run_alone(mixed_store: Store) -> None:
+    # Alone, the partial run covers every benchmark any compared run has; it is still not ranked, since the
+    # benchmarks of the comparison are its dataset's, not those of the runs that happen to be compared.
+    settings = CompareOptions(ResampleSettings(SAMPLES, 3))
+    alone = compare(mixed_store, ["partial"], settings)
+    assert alone.leaderboard.height == 0 and alone.not_ranked["reason"].to_list() == ["covers 2 of 10 benchmarks"]
+    every = compare(mixed_store, ["strong", "partial"], settings)
+    assert every.not_ranked["reason"].to_list() == ["covers 2 of 10 benchmarks"]
+    assert every.leaderboard["run_id"].to_list() == ["strong"]
+
+
 def _four() -> tuple[np.ndarray, dict[str, int]]:
     """Four runs on 3 benchmarks x 20 cases: a and b close, c and d well below them; rubric-like scores."""
     rng = np.random.default_rng(11)

@@ -66,14 +66,15 @@ def resample_units(matrix: CaseMatrix, res: SharedResamples) -> UnitResamples:
 
 def compare_cases(cases: pl.DataFrame, units: list[str], settings: ResampleSettings = ResampleSettings(),
                   per_benchmark: bool = False, unit: str = "run_id", baseline: str | None = None,
-                  min_cases: int = MIN_CASES) -> CaseComparison:
+                  min_cases: int = MIN_CASES, benchmarks: int | None = None) -> CaseComparison:
     """The comparison of ``cases`` (one row per unit x case: benchmark, case_id, score[, position])."""
     return compare_matrix(case_matrix(cases, units, unit=unit), settings, per_benchmark, unit.removesuffix("_id"),
-                          baseline, min_cases)
+                          baseline, min_cases, benchmarks)
 
 
 def compare_matrix(matrix: CaseMatrix, settings: ResampleSettings = ResampleSettings(), per_benchmark: bool = False,
-                   label: str = "run", baseline: str | None = None, min_cases: int = MIN_CASES) -> CaseComparison:
+                   label: str = "run", baseline: str | None = None, min_cases: int = MIN_CASES,
+                   benchmarks: int | None = None) -> CaseComparison:
     """``compare_cases`` on an already aligned matrix (``label`` names a unit in the notes).
 
     Ranked units are ordered by observed overall mean (best first, ties by the order given). Without a
@@ -81,10 +82,12 @@ def compare_matrix(matrix: CaseMatrix, settings: ResampleSettings = ResampleSett
     rows; with one, each other ranked unit against it (run_a = the other, run_b = baseline, delta = a - b),
     Holm/BH over those k-1 rows. ``per_benchmark`` adds the same pairs per benchmark, a family of their
     own. Tie groups always use the all-pairs family. A baseline that is not ranked is a ValueError.
+    ``benchmarks``: how many benchmarks a ranked unit must cover (its dataset's; default: those of the
+    matrix), so that whether a unit is ranked depends on that unit alone, never on the others compared.
     """
     units = list(matrix.units)
     counts = matrix.benchmark_counts()
-    mask, reasons = ranking_gate(counts, min_cases)
+    mask, reasons = ranking_gate(counts, min_cases, benchmarks)
     if baseline is not None:
         if baseline not in units:
             raise ValueError(f"baseline {baseline!r} is not one of the compared {label}s ({', '.join(units)})")

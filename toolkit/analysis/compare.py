@@ -67,6 +67,12 @@ def compare(store: Store, run_ids: list[str], options: CompareOptions = CompareO
     return compare_data(read_runs(store, run_ids, texts=False), options)
 
 
+def _dataset_benchmarks(data: RunData, run_ids: list[str]) -> int:
+    """How many benchmarks the compared runs' dataset(s) have: a ranked run covers every one of them."""
+    digests = data.runs.filter(pl.col("run_id").is_in(run_ids))["dataset_sha256"].unique()
+    return data.cases.filter(pl.col("dataset_sha256").is_in(digests))["benchmark"].n_unique()
+
+
 def compare_data(data: RunData, options: CompareOptions = CompareOptions()) -> Comparison:
     cases = per_case(data, options.selection)
     facts = run_facts(data, options.selection, cases)
@@ -80,7 +86,8 @@ def compare_data(data: RunData, options: CompareOptions = CompareOptions()) -> C
         raise ValueError(f"compare: baseline {options.baseline!r} {why} (compared: {', '.join(chosen.run_ids)})")
     try:
         result = compare_cases(cases.filter(pl.col("run_id").is_in(chosen.run_ids)), chosen.run_ids,
-                               options.resamples, options.per_benchmark, baseline=options.baseline)
+                               options.resamples, options.per_benchmark, baseline=options.baseline,
+                               benchmarks=_dataset_benchmarks(data, chosen.run_ids))
     except ValueError as error:
         raise ValueError(f"compare: {error}") from None
     leaderboard = result.units.rename({"unit": "run_id"}).join(

@@ -1,8 +1,8 @@
 """Who is ranked, competition ranks, rank intervals over shared resamples, tie groups and separability.
 
 Ranking is like for like: a unit is ranked only when it has at least ``MIN_CASES``
-cases in every benchmark of the comparison (the union of the benchmarks the
-compared units have). A macro mean over 2 of 10 benchmarks, or over single cases,
+cases in every benchmark of the comparison: the benchmarks of the runs' dataset (for
+raters, those of the matrix), so whether a unit is ranked depends on it alone. A macro mean over 2 of 10 benchmarks, or over single cases,
 is not the same quantity as a complete run's, and a unit with one case somewhere
 would make most resamples of every rank interval unusable.
 """
@@ -18,9 +18,11 @@ MIN_CASES = 2  # cases a ranked unit has in every benchmark: one case has no spr
 SEPARATED = 0.05  # Holm-adjusted p (all-pairs family) below which two units are told apart
 
 
-def ranking_gate(counts: np.ndarray, min_cases: int = MIN_CASES) -> tuple[np.ndarray, list[str | None]]:
-    """(units,) ranked mask from (units, benchmarks) case counts, and per unit why it is not ranked."""
-    total = counts.shape[1]
+def ranking_gate(counts: np.ndarray, min_cases: int = MIN_CASES, benchmarks: int | None = None
+                 ) -> tuple[np.ndarray, list[str | None]]:
+    """(units,) ranked mask from (units, benchmarks) case counts, and per unit why it is not ranked;
+    ``benchmarks``: how many a unit must cover (default: the columns of ``counts``)."""
+    total = max(counts.shape[1], benchmarks or 0)
     covered = (counts > 0).sum(axis=1)
     thin = ((counts > 0) & (counts < min_cases)).sum(axis=1)
     reasons: list[str | None] = []
