@@ -91,3 +91,13 @@ def test_benchmark_cells_without_an_interval_say_why(plain: Analyses) -> None:
     runs = plain.cmp.leaderboard["run_id"].to_list()
     cell = next(r for r in table.rows if r[0].text == row["benchmark"])[2 + runs.index(row["run_id"])]
     assert "95% CI" not in cell.title and "no variation between cases" in cell.title, cell.title
+
+
+def test_tie_groups_are_greedy_as_the_words_say() -> None:
+    """A noisy leader H not told apart from two close checkpoints M1 > M2 that are told apart from each other:
+    all three share group 1 (each is compared with H only), and separability counts M1-M2 as separated."""
+    from toolkit.analysis.ranking import separability, tie_groups
+
+    holm = {("H", "M1"): 0.26, ("H", "M2"): 0.19, ("M1", "M2"): 1e-15}
+    assert tie_groups(["H", "M1", "M2"], holm) == [1, 1, 1]
+    assert separability(["H", "M1", "M2"], holm)[0] == 0.5

@@ -64,11 +64,12 @@ def _separability(a: Analyses) -> list[str]:
     r = frame.row(0, named=True)
     every = holm_families(a)[1]
     # The groups are greedy: a run starts a new group only when told apart from the group's first run, so two
-    # runs in different groups may still not be told apart (and two in one group may be).
+    # runs in different groups may still not be told apart, and two in one group may be (two close checkpoints
+    # of one model below a noisier leader).
     return [f"Separability: {r['separated']} of {r['adjacent_pairs']} adjacent pairs on the leaderboard are told "
             f"apart (Holm p < {ALPHA}{every}). A run starts a new tie group when it is told apart from the first "
-            "run of the group above; runs in neighbouring groups may still not be told apart from each other "
-            "(see the pairwise table)."]
+            "run of the group above, so runs in neighbouring groups may not be told apart, and two runs of one "
+            "group may be; the pairwise table decides each pair."]
 
 
 def not_ranked_lines(a: Analyses) -> list[str]:
