@@ -235,8 +235,9 @@ def small_sample_note(smallest: int | None, paired: bool = True, bootstrap: bool
                      f"here: {smallest}): percentile intervals under-cover there")
     if paired:
         parts.append(f"few cases per benchmark (smallest here: {smallest}): overall run and pair intervals "
-                     "(stratified t) hold at that size, but one benchmark's own intervals under-cover below ~25 "
-                     "cases (run) and ~10 cases (pair), e.g. 92% and 95% at 10 cases, 86% and 89% at 3")
+                     "(stratified t) hold at that size, but one benchmark's own run interval under-covers below ~25 "
+                     "cases (94% at 10 and at 3 cases, its worst benchmark 91% and 83%), and at 3 cases about one "
+                     "benchmark in ten has no spread between cases, so no interval")
     if smallest < 2:
         parts.append("a benchmark with a single case has no spread to estimate: no interval rests on it (see ci_note)")
     return ["; ".join(parts)]

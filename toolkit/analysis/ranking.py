@@ -80,7 +80,9 @@ def tie_groups(order: list[str], holm: dict[tuple[str, str], float | None]) -> l
     Walking down the leaderboard, a unit joins the current group unless the Holm-adjusted p of the
     overall pair (the group's first unit, this unit), over the family of all pairs, is below 0.05; then
     it starts the next group. A pair without a p (no common case, nothing to test) does not separate.
-    ``holm`` maps (better, worse) to that p; the groups never depend on a baseline.
+    ``holm`` maps (better, worse) to that p; the groups never depend on a baseline. The partition is greedy:
+    a unit is compared with its group's first unit only, so units of neighbouring groups may not be told
+    apart, and two units of one group may be (two close checkpoints below a noisier leader).
     """
     groups: list[int] = []
     head = ""

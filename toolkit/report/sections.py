@@ -74,8 +74,9 @@ def leaderboard_table(a: Analyses, anchors: dict[str, str], palette: dict[str, s
                      number(r["n_benchmarks"], 0)])
     columns = ["rank", "tie group", "run", "overall [95% CI]", "rank 95% interval", "ranked first",
                "cases", "failed", "benchmarks"]
+    k = board.height
     return Table("leaderboard", "Leaderboard (macro mean over benchmarks; a tie group holds runs not told apart "
-                 "from its first run after Holm)", columns, body, board)
+                 f"from its first run after Holm over all {k * (k - 1) // 2} pairs)", columns, body, board)
 
 
 def versus_table(a: Analyses, anchors: dict[str, str]) -> Table | None:
@@ -120,8 +121,10 @@ def benchmarks_table(a: Analyses, anchors: dict[str, str]) -> Table:
         row.append(Cell("/".join(str(n) for n in sorted(ns)), kind="num"))
         for r in runs:
             c = cells.get((r, b))
+            why = None if c is None else (c["ci_note"] if missing(c["ci_low"]) or missing(c["ci_high"]) else
+                                          f"95% CI {num(c['ci_low'])}–{num(c['ci_high'])}")
             row.append(Cell("–", kind="num muted") if c is None else Cell(
-                num(c["mean"]), kind="num", title=f"95% CI {num(c['ci_low'])}–{num(c['ci_high'])}, n={c['n']}"))
+                num(c["mean"]), kind="num", title=f"{why or 'no interval'}, n={c['n']}"))
         body.append(row)
     return Table("benchmarks", "Mean per benchmark (95% intervals: in the heatmap, the CSV, and on hover)",
                  ["benchmark", "cases"] + runs, body, frame)
@@ -142,7 +145,7 @@ def pairwise_table(a: Analyses, anchors: dict[str, str]) -> Table:
                      number(r["n_cases"], 0), Cell(verdict, kind="good" if sig else "muted")])
     columns = ["run A", "run B", "A − B [95% CI]", "p Holm", "detectable (80% power)", "common cases", "verdict"]
     caption = ("Each run against the baseline" if a.baseline else "Every pair of runs") + \
-        " (overall, paired on common cases)"
+        f" (overall, paired on common cases; Holm over these {frame.height} pairs)"
     return Table("pairwise", caption, columns, body, frame)
 
 

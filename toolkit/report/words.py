@@ -15,19 +15,31 @@ def p_eq(value: float | None) -> str:
     return f"p {text[0]} {text[1:]}" if text.startswith("<") else f"p = {text}"
 
 
-def _pair_sentence(r: dict) -> str:
+def _pair_sentence(r: dict, family: str = "") -> str:
     """A differing pair in words that follow the sign: "A leads B by d" or "A trails B by |d|" (the interval
-    turned with it), never "leads by" a negative number."""
+    turned with it), never "leads by" a negative number. ``family`` names Holm's family (" over ...")."""
     if not missing(r["p_holm"]) and r["p_holm"] < ALPHA:
         behind = not missing(r["delta"]) and r["delta"] < 0
         size = (interval(-r["delta"], _neg(r["ci_high"]), _neg(r["ci_low"])) if behind
                 else interval(r["delta"], r["ci_low"], r["ci_high"]))
-        return (f"{r['run_a']} {'trails' if behind else 'leads'} {r['run_b']} by {size}, significant after Holm "
-                f"({p_eq(r['p_holm'])}, {r['n_cases']} common cases).")
+        return (f"{r['run_a']} {'trails' if behind else 'leads'} {r['run_b']} by {size}, significant after Holm"
+                f"{family} ({p_eq(r['p_holm'])}, {r['n_cases']} common cases).")
     diff = interval(r["delta"], r["ci_low"], r["ci_high"], sign=True)
     nominal = "" if missing(r["p_value"]) or r["p_value"] >= ALPHA else ", significant only before adjustment"
-    return (f"{r['run_a']} and {r['run_b']} cannot be told apart: difference {diff}, Holm {p_eq(r['p_holm'])}"
-            f"{nominal}; these {r['n_cases']} common cases could detect about {num(r['mdd80'], 2)} with 80% power.")
+    return (f"{r['run_a']} and {r['run_b']} cannot be told apart: difference {diff}, Holm{family} "
+            f"{p_eq(r['p_holm'])}{nominal}; these {r['n_cases']} common cases could detect about "
+            f"{num(r['mdd80'], 2)} with 80% power.")
+
+
+def holm_families(a: Analyses) -> tuple[str, str]:
+    """(the family of the pairwise rows, the family of tie groups and separability), as " over ..." phrases.
+    With a baseline they differ: a pair can differ after Holm over the k - 1 baseline pairs and still share
+    a tie group, which is decided over all k(k - 1)/2 pairs."""
+    k = a.cmp.leaderboard.height
+    every = f" over all {k * (k - 1) // 2} pairs"
+    if a.baseline is None:
+        return every, every
+    return f" over the {k - 1} pairs with the baseline", every
 
 
 def _neg(value: float | None) -> float | None:
@@ -50,8 +62,14 @@ def _separability(a: Analyses) -> list[str]:
     if frame is None or frame.is_empty() or not frame["adjacent_pairs"][0]:
         return []
     r = frame.row(0, named=True)
+    every = holm_families(a)[1]
+    # The groups are greedy: a run starts a new group only when told apart from the group's first run, so two
+    # runs in different groups may still not be told apart, and two in one group may be (two close checkpoints
+    # of one model below a noisier leader).
     return [f"Separability: {r['separated']} of {r['adjacent_pairs']} adjacent pairs on the leaderboard are told "
-            f"apart (Holm p < {ALPHA} over all pairs); runs not told apart share a tie group."]
+            f"apart (Holm p < {ALPHA}{every}). A run starts a new tie group when it is told apart from the first "
+            "run of the group above, so runs in neighbouring groups may not be told apart, and two runs of one "
+            "group may be; the pairwise table decides each pair."]
 
 
 def not_ranked_lines(a: Analyses) -> list[str]:
@@ -76,6 +94,7 @@ def summary(a: Analyses) -> list[str]:
     lines.append(_first_place(board))
     lines += _separability(a)
     pairs = with_mdd(a.pairs)
+    family = holm_families(a)[0]
     if a.baseline is not None:
         lines.append(f"Against the baseline {a.baseline}:")
         rows = list(pairs.iter_rows(named=True))
@@ -83,7 +102,7 @@ def summary(a: Analyses) -> list[str]:
         order = board["run_id"].to_list()
         key = {(r["run_a"], r["run_b"]): r for r in pairs.iter_rows(named=True)}
         rows = [key[(x, y)] for x, y in zip(order, order[1:]) if (x, y) in key]
-    lines += [_pair_sentence(r) for r in rows]
+    lines += [_pair_sentence(r, family) for r in rows]
     if a.baseline is None and pairs.height > len(rows):
         sig = int((pairs["p_holm"].fill_null(1.0) < ALPHA).sum())
         lines.append(f"Over all {pairs.height} pairs, {sig} differ after Holm's adjustment.")
@@ -99,8 +118,9 @@ def summary(a: Analyses) -> list[str]:
         lines.append(f"{failed.height} run(s) have failed or not-attempted cases; see the warnings.")
     unranked = getattr(a.cmp, "not_ranked", None)
     if unranked is not None and unranked.height:
-        lines.append(f"{unranked.height} run(s) not ranked (they do not cover every benchmark): "
-                     f"{', '.join(unranked['run_id'].to_list())}; see below the leaderboard.")
+        why = "; ".join(f"{r} {reason}" for r, reason in unranked.select("run_id", "reason").head(5).iter_rows())
+        lines.append(f"{unranked.height} run(s) not ranked (a ranked run has at least 2 cases in every benchmark): "
+                     f"{why}{'; ...' if unranked.height > 5 else ''}; see below the leaderboard.")
     return lines
 
 
@@ -109,19 +129,23 @@ def method_notes(a: Analyses, samples: int, seed: int) -> list[str]:
         "Scores: each case's rubric score (points rubric, or weighted F1 on the two safety benchmarks) averaged over "
         "the selected judge passes; a run's overall score is the macro mean of its benchmark means.",
         f"Two kinds of interval for a run's score appear, and they differ on purpose. The reproducibility "
-        f"table's \"reference interval (summary)\" is the reference runner's bootstrap reproduced bit for bit "
-        f"(`bedside summary`: its Mersenne-Twister draws per benchmark, {samples} samples, seed {seed}, dataset "
-        "order for collected runs and completion order for imported ones): the number a published BedsideBench "
-        "result shows. The leaderboard, benchmark and rank intervals are the paired analysis's (`bedside "
-        f"compare`): {samples} stratified resamples from numpy's seeded generator (seed {seed}) drawn once and "
-        "shared by every run, so all runs and ranks are judged on the same resampled cases. The two draw "
-        "different random resamples, so their bounds differ by Monte-Carlo noise (usually in the third decimal); "
-        "neither is more correct.",
+        f"table's \"reference interval (summary)\" is the reference runner's percentile bootstrap reproduced bit "
+        f"for bit (`bedside summary`: its Mersenne-Twister draws per benchmark, {samples} samples, seed {seed}, "
+        "dataset order for collected runs and completion order for imported ones): the number a published "
+        "BedsideBench result shows. The leaderboard and benchmark intervals are `bedside compare`'s: a t interval "
+        "of the run's case scores, stratified by benchmark like the pairwise differences (Welch-Satterthwaite "
+        "degrees of freedom) and clipped to [0, 1]. They are different estimators, not two draws of one: the "
+        "percentile bootstrap is narrower on average and under-covers with few cases per benchmark (87.5% at 3 "
+        "cases, 93.5% at 10, in simulation), where the stratified t stays near 95%. Rank intervals come from "
+        f"{samples} stratified resamples from numpy's seeded generator (seed {seed}), drawn once and shared by "
+        "every ranked run, so all ranks are judged on the same resampled cases.",
         "Pairwise differences are paired on the cases both runs completed: a Student-t test on the case "
         "differences, stratified by benchmark (Welch-Satterthwaite degrees of freedom), whose interval and p-value "
         "come from the same t, so the 95% interval excludes 0 exactly when p < 0.05. Holm (family-wise error) and "
-        "Benjamini-Hochberg (false discovery rate) adjust over the rows of the pairwise table shown. \"Cannot be "
-        "told apart\" means the Holm-adjusted p is 0.05 or more; it is not evidence that the runs are equal.",
+        f"Benjamini-Hochberg (false discovery rate) adjust{holm_families(a)[0]}"
+        + (f"; tie groups and separability use Holm{holm_families(a)[1]}" if a.baseline is not None else "")
+        + "; what a table shows never changes the family. \"Cannot be told apart\" means the Holm-adjusted p is "
+        "0.05 or more; it is not evidence that the runs are equal.",
         "Detectable (80% power): the smallest true difference a two-sided 5% test on these common cases would "
         "detect with 80% probability, taking the observed standard error as the true one; a smaller difference "
         "can go unseen.",
