@@ -144,3 +144,15 @@ def test_dataset_given_at_collection_is_named(tmp_path, monkeypatch) -> None:
     page = write_report(Store.open(tmp_path / "store"), None, tmp_path / "r", OPTIONS).html.read_text("utf-8")
     assert "my-bench 9.9" in page and "not named" not in page
     assert "No run is ranked" in page and "not ranked: sim/strong 1 case in 10 benchmarks" in page  # a smoke run
+
+
+def test_method_notes_name_the_intervals_the_report_shows() -> None:
+    # The leaderboard and benchmark intervals are compare's stratified t; the notes once called them a
+    # shared bootstrap differing from summary's "by Monte-Carlo noise", and tied Holm to the rows shown.
+    from types import SimpleNamespace
+
+    from toolkit.report.words import method_notes
+
+    text = " ".join(method_notes(SimpleNamespace(items=None, harm=None), 10000, 42))
+    assert "stratified t" in text and "Monte-Carlo" not in text
+    assert "table shown" not in text and "never changes an overall row" in text

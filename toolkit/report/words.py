@@ -109,24 +109,27 @@ def method_notes(a: Analyses, samples: int, seed: int) -> list[str]:
         "Scores: each case's rubric score (points rubric, or weighted F1 on the two safety benchmarks) averaged over "
         "the selected judge passes; a run's overall score is the macro mean of its benchmark means.",
         f"Two kinds of interval for a run's score appear, and they differ on purpose. The reproducibility "
-        f"table's \"reference interval (summary)\" is the reference runner's bootstrap reproduced bit for bit "
-        f"(`bedside summary`: its Mersenne-Twister draws per benchmark, {samples} samples, seed {seed}, dataset "
+        f"table's \"reference interval (summary)\" is the reference runner's percentile bootstrap reproduced bit for "
+        f"bit (`bedside summary`: its Mersenne-Twister draws per benchmark, {samples} samples, seed {seed}, dataset "
         "order for collected runs and completion order for imported ones): the number a published BedsideBench "
-        "result shows. The leaderboard, benchmark and rank intervals are the paired analysis's (`bedside "
-        f"compare`): {samples} stratified resamples from numpy's seeded generator (seed {seed}) drawn once and "
-        "shared by every run, so all runs and ranks are judged on the same resampled cases. The two draw "
-        "different random resamples, so their bounds differ by Monte-Carlo noise (usually in the third decimal); "
-        "neither is more correct.",
+        "result shows. The leaderboard and benchmark intervals, the \"paired interval (compare)\", are a "
+        "stratified t over the run's own case scores, clipped to [0, 1] (`bedside compare`, the estimator of the "
+        "pairwise differences): it keeps 95% coverage with few cases per benchmark, where the percentile "
+        "bootstrap under-covers, so the two differ by more than resampling noise. Both cover case sampling only, "
+        "not answer or judge variance.",
         "Pairwise differences are paired on the cases both runs completed: a Student-t test on the case "
         "differences, stratified by benchmark (Welch-Satterthwaite degrees of freedom), whose interval and p-value "
         "come from the same t, so the 95% interval excludes 0 exactly when p < 0.05. Holm (family-wise error) and "
-        "Benjamini-Hochberg (false discovery rate) adjust over the rows of the pairwise table shown. \"Cannot be "
+        "Benjamini-Hochberg (false discovery rate) adjust within the family a row belongs to: every pair of ranked "
+        "runs, or each run against the baseline; per-benchmark rows form families of their own, so showing them "
+        "never changes an overall row's adjusted p. \"Cannot be "
         "told apart\" means the Holm-adjusted p is 0.05 or more; it is not evidence that the runs are equal.",
         "Detectable (80% power): the smallest true difference a two-sided 5% test on these common cases would "
         "detect with 80% probability, taking the observed standard error as the true one; a smaller difference "
         "can go unseen.",
-        "Rank intervals: each run's rank in every resample (ties share the better rank); the 2.5-97.5% range "
-        "and the share of resamples where it ranks first.",
+        f"Rank intervals: each run's rank in every one of {samples} benchmark-stratified resamples (numpy's seeded "
+        f"generator, seed {seed}, drawn once and shared by the ranked runs; ties share the better rank); the "
+        "2.5-97.5% range and the share of resamples where it ranks first.",
     ]
     if a.items is not None:
         notes.append("Rubric items: rate = mean over runs of the share of judge passes that matched the item; "
