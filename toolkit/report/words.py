@@ -99,7 +99,7 @@ def summary(a: Analyses) -> list[str]:
         lines.append(f"{failed.height} run(s) have failed or not-attempted cases; see the warnings.")
     unranked = getattr(a.cmp, "not_ranked", None)
     if unranked is not None and unranked.height:
-        lines.append(f"{unranked.height} run(s) not ranked (they do not cover every benchmark): "
+        lines.append(f"{unranked.height} run(s) not ranked (a ranking needs at least 2 cases in every benchmark): "
                      f"{', '.join(unranked['run_id'].to_list())}; see below the leaderboard.")
     return lines
 
