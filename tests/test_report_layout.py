@@ -144,3 +144,28 @@ def test_dataset_given_at_collection_is_named(tmp_path, monkeypatch) -> None:
     page = write_report(Store.open(tmp_path / "store"), None, tmp_path / "r", OPTIONS).html.read_text("utf-8")
     assert "my-bench 9.9" in page and "not named" not in page
     assert "No run is ranked" in page and "not ranked: sim/strong 1 case in 10 benchmarks" in page  # a smoke run
+
+
+def test_method_notes_name_the_intervals_the_report_shows() -> None:
+    # The leaderboard and benchmark intervals are compare's stratified t; the notes once called them a
+    # shared bootstrap differing from summary's "by Monte-Carlo noise", and tied Holm to the rows shown.
+    from types import SimpleNamespace
+
+    from toolkit.report.words import method_notes
+
+    text = " ".join(method_notes(SimpleNamespace(items=None, harm=None), 10000, 42))
+    assert "stratified t" in text and "Monte-Carlo" not in text
+    assert "table shown" not in text and "never changes the family" in text
+
+
+def test_summary_gives_the_reason_a_run_is_not_ranked(tmp_path) -> None:
+    # A run with every benchmark but one case in each is not ranked: the summary must not say it lacks a benchmark.
+    store, dataset = Store.open(tmp_path / "store"), load_dataset()
+    cases = dataset.cases.sort("case_id")
+    failed = frozenset(cases.filter(pl.int_range(pl.len()).over("benchmark") > 0)["case_id"].to_list())
+    for i, (run_id, skill) in enumerate((("x-high", 1.0), ("y-low", -0.5))):
+        write_run(store, dataset, run_id, skill=skill, seed=40 + i, created=i)
+    write_run(store, dataset, "z-thin", skill=0.0, seed=45, created=3, failed=failed)
+    page = write_report(store, None, tmp_path / "r", OPTIONS).html.read_text("utf-8")
+    assert "not ranked: z-thin 1 case in 10 benchmarks" in page
+    assert "do not cover every benchmark" not in page

@@ -65,6 +65,10 @@ def test_the_demo_leaderboard_does_not_wrap_at_80_columns(tmp_path: Path, monkey
     assert len(rows) == 4 and all(len(line) <= 80 for line in rows)
     assert all(name in out for name in ("overall", "ci95 low", "ci95 high", "cases", "errors"))
     assert "not shown: answer_model (= run), judge_model = sim/judge" in out
+    # The report the demo writes shows compare's intervals; the printed ones must say they are summary's.
+    monkeypatch.setenv("COLUMNS", "80")
+    code, _, err = bedside("demo", "--store", tmp_path / "s", "--progress", "none")
+    assert code == 0 and "ci95 is the reference runner's percentile bootstrap" in err
     wide = at(80, monkeypatch, "demo", "--store", tmp_path / "s", "--progress", "none", "--wide")
     assert "answer model" in wide and "not shown" not in wide
 

@@ -85,7 +85,8 @@ def judge_agreement(data: RunData, options: AgreementOptions = AgreementOptions(
                                  options.resamples, per_benchmark=True, unit="rater", min_cases=1)
         scores.append(compared.pairwise.rename({"run_a": "rater_a", "run_b": "rater_b"})
                       .with_columns(run_id=pl.lit(run_id)))
-        notes += [f"run {run_id}: {note}" for note in compared.notes]
+        # Raters get no tie groups in any output, so the separability note would describe nothing shown.
+        notes += [f"run {run_id}: {note}" for note in compared.notes if not note.startswith("separability:")]
         smallest += [compared.smallest_benchmark] if compared.smallest_benchmark is not None else []
         flips.append(_flips(run_passes, mine).with_columns(run_id=pl.lit(run_id)))
     def lead(frame: pl.DataFrame) -> pl.DataFrame:

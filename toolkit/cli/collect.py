@@ -158,6 +158,9 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
                     "to start over.")
     emit(board, "table", title="Leaderboard: simulated models on the bundled sample (macro mean, 95% CI)",
          optional=("answer_model", "judge_model"))
+    from toolkit.cli.results import INTERVALS_NOTE  # the report written below shows compare's intervals
+
+    click.echo(INTERVALS_NOTE, err=True)
     where = "" if store_dir is None and "BEDSIDE_STORE" not in os.environ else f" --store {shlex.quote(str(store.root))}"
     say(f"store: {store.root}")
     from pathlib import Path

@@ -105,8 +105,8 @@ def _sections(a: Analyses, anchors: dict[str, str], figs: dict, figure_notes: li
     repro.facts += [
         ("judge selection", f"{judge.judge or 'each run’s own judge'}; passes "
                             f"{', '.join(map(str, judge.passes)) if judge.passes else 'all'}"),
-        ("bootstrap", f"{options.samples} samples, seed {options.seed}; paired analysis: stratified by benchmark, "
-                      "shared by all runs; reference intervals: reference runner's draws, dataset order for "
+        ("bootstrap", f"{options.samples} samples, seed {options.seed}; rank intervals: stratified by benchmark, "
+                      "shared by the ranked runs; reference intervals: reference runner's draws, dataset order for "
                       "collected runs, completion order for imported runs"),
         ("toolkit", f"bedside {facts.toolkit_version()}"),
         ("store", str(Path(store.root).resolve())),

@@ -138,7 +138,8 @@ def method_notes(a: Analyses, samples: int, seed: int) -> list[str]:
         "percentile bootstrap is narrower on average and under-covers with few cases per benchmark (87.5% at 3 "
         "cases, 93.5% at 10, in simulation), where the stratified t stays near 95%. Rank intervals come from "
         f"{samples} stratified resamples from numpy's seeded generator (seed {seed}), drawn once and shared by "
-        "every ranked run, so all ranks are judged on the same resampled cases.",
+        "every ranked run, so all ranks are judged on the same resampled cases. Every interval covers case "
+        "sampling only, not answer or judge variance.",
         "Pairwise differences are paired on the cases both runs completed: a Student-t test on the case "
         "differences, stratified by benchmark (Welch-Satterthwaite degrees of freedom), whose interval and p-value "
         "come from the same t, so the 95% interval excludes 0 exactly when p < 0.05. Holm (family-wise error) and "
@@ -149,8 +150,9 @@ def method_notes(a: Analyses, samples: int, seed: int) -> list[str]:
         "Detectable (80% power): the smallest true difference a two-sided 5% test on these common cases would "
         "detect with 80% probability, taking the observed standard error as the true one; a smaller difference "
         "can go unseen.",
-        "Rank intervals: each run's rank in every resample (ties share the better rank); the 2.5-97.5% range "
-        "and the share of resamples where it ranks first.",
+        f"Rank intervals: each run's rank in every one of {samples} benchmark-stratified resamples (numpy's seeded "
+        f"generator, seed {seed}, drawn once and shared by the ranked runs; ties share the better rank); the "
+        "2.5-97.5% range and the share of resamples where it ranks first.",
     ]
     if a.items is not None:
         notes.append("Rubric items: rate = mean over runs of the share of judge passes that matched the item; "
