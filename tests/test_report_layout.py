@@ -153,7 +153,8 @@ def test_method_notes_name_the_intervals_the_report_shows() -> None:
 
     from toolkit.report.words import method_notes
 
-    text = " ".join(method_notes(SimpleNamespace(items=None, harm=None), 10000, 42))
+    two = SimpleNamespace(leaderboard=pl.DataFrame({"run_id": ["a", "b"]}))
+    text = " ".join(method_notes(SimpleNamespace(items=None, harm=None, cmp=two, baseline=None), 10000, 42))
     assert "stratified t" in text and "Monte-Carlo" not in text
     assert "table shown" not in text and "never changes the family" in text
 
