@@ -90,3 +90,29 @@ def test_estimate_counts_characters_over_four_and_prices_per_million(tmp_path: P
     assert judge.prompt_tokens == 2 * placeholder + 2 * stored
     batch = estimate(plan, work, settings, table, batch=True)[0]
     assert batch.cost_usd == pytest.approx(answer.cost_usd * 0.5)
+
+
+def test_a_base_url_with_control_characters_is_one_line_before_the_store_is_touched(tmp_path: Path) -> None:
+    """httpx refuses such a URL only at the first call: by then the run had made a store folder, and the
+    refusal was an internal error. The URL is shown with its controls escaped."""
+    import socket
+    import subprocess
+    import sys
+    with socket.socket() as listener:  # reachable, so the connection check passes it
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        st = tmp_path / "store"
+        for flag in ("--base-url", "--judge-base-url"):
+            done = subprocess.run([sys.executable, "-m", "toolkit", "run", "--answer-model", "m", "--judge-model", "j",
+                                   "--base-url", f"http://127.0.0.1:{port}/v1", "--judge-base-url",
+                                   f"http://127.0.0.1:{port}/v1", "--api-key-env", "K", "--judge-api-key-env", "K",
+                                   "--smoke", "--timeout", "1", "--max-retries", "1", "--store", str(st),
+                                   flag, f"http://127.0.0.1:{port}/v1\x1b[2J"],
+                                  capture_output=True, text=True, env={**__import__("os").environ, "K": "x"}, timeout=60)
+            lines = done.stderr.strip().splitlines()
+            assert done.returncode != 0 and len(lines) == 1, done.stderr
+            assert flag in lines[0] and "\\x1b[2J" in lines[0] and "\x1b" not in done.stderr, lines
+            assert not st.exists()
+    with pytest.raises(SettingsError, match="control character"):
+        resolve_endpoint(load_providers(), "m", "http://127.0.0.1:9/v1\u202e", None)

@@ -302,3 +302,26 @@ with Store.open({str(st)!r}).lock("r"):
     with Store.open(st).lock("r"):  # released: free again, and no lock file stays behind
         pass
     assert not list((st / ".locks").glob("*.lock"))
+
+
+def test_an_older_store_with_both_spellings_keeps_both_reachable(inputs, tmp_path: Path, monkeypatch) -> None:
+    """A store written before ids were normalised may hold "café" twice (NFC and NFD): each stays a run
+    that every command reaches by its exact spelling, none crashes, and `runs rm` removes only the one named."""
+    import toolkit.store.core as core
+    import toolkit.store.paths as paths
+    import toolkit.store.transaction as transaction
+    st = tmp_path / "store"
+    assert bedside("import", inputs["f0"], "--run-id", NFC, "--store", st).returncode == 0
+    for module in (core, paths, transaction):  # as the earlier toolkit wrote ids: as given
+        monkeypatch.setattr(module, "normal_run_id", lambda run_id: run_id, raising=False)
+        monkeypatch.setattr(module, "new_run_id", lambda run_id, what="run id": run_id, raising=False)
+    from toolkit.reference import import_reference
+    import_reference(Store.open(st), inputs["f1"], load_dataset(None), run_id=NFD)
+    monkeypatch.undo()
+    assert sorted(Store.open(st).run_ids()) == sorted([NFC, NFD])
+    done = bedside("summary", "--all", "--json", "--store", st)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert set(json.loads(done.stdout)) == {NFC, NFD}
+    assert _summary(st, NFD) != _summary(st, NFC)
+    assert bedside("runs", "rm", NFD, "--yes", "--store", st).returncode == 0
+    assert Store.open(st).run_ids() == [NFC]

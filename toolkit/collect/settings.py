@@ -152,6 +152,10 @@ def resolve_endpoint(table: ProviderTable, model: str, base_url: str | None, key
     """The endpoint of ``model``; an explicit URL takes its key only from ``key_env``."""
     check_env_name(key_env, "--judge-api-key-env" if flag == "--judge-base-url" else "--api-key-env")
     if base_url:
+        # httpx would refuse it only at the first call, after the run had made its store folder.
+        bad = next((ch for ch in base_url if not ch.isprintable() or ch.isspace()), None)
+        if bad is not None:
+            raise SettingsError(f"{flag} {base_url!r}: holds a space or control character (U+{ord(bad):04X}); not a URL")
         return Endpoint("custom", base_url.rstrip("/"), (key_env,) if key_env else ())
     entry = table.match(model) or {"name": table.default.get("name", "default"), **table.default}
     url = entry.get("base_url")

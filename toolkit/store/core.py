@@ -92,12 +92,13 @@ class Store:
 
     def _canon(self, run_id: str, snap: _Snapshot | None = None) -> str:
         """The id a run is stored under: NFC (an NFD spelling finds the NFC run), or the id as given when an
-        earlier store holds a run under exactly that spelling and none under its NFC form."""
+        earlier store holds a run under exactly that spelling: also beside an NFC twin, else that run could
+        be neither read (its rows would be looked up under the twin's id) nor removed."""
         nfc = normal_run_id(run_id)
         if nfc == run_id:
             return run_id
         parts = set((snap or self._snapshot()).runs.column(PART).to_pylist())
-        return run_id if _part(run_id) in parts and _part(nfc) not in parts else nfc
+        return run_id if _part(run_id) in parts else nfc
 
     def stored_id(self, run_id: str) -> str:
         """The id a lookup of ``run_id`` finds a run by: its NFC form (see ``_canon``)."""
