@@ -278,3 +278,29 @@ def test_run_intervals_stay_within_the_range_of_scores() -> None:
         bounds = frame.drop_nulls("ci_low")
         assert bounds.height and (bounds["ci_low"] >= 0).all() and (bounds["ci_high"] <= 1).all()
     assert result.units["ci_high"].to_list()[0] == 1.0  # clipped, not dropped
+
+
+def test_pair_intervals_stay_within_the_range_of_differences() -> None:
+    # One benchmark of 3 cases, differences -1, 0, 1 shifted: the t interval would reach past -1 and 1.
+    scores = np.array([[1.0, 0.0, 1.0, 0.0, 1.0, 0.5], [0.0, 1.0, 0.0, 1.0, 0.0, 0.5]])
+    result = compare_matrix(from_arrays(scores, {"x": 3, "y": 3}), ResampleSettings(200, 1), per_benchmark=True,
+                            min_cases=1)
+    bounded = result.pairwise.drop_nulls("ci_low")
+    assert bounded.height and (bounded["ci_low"] >= -1).all() and (bounded["ci_high"] <= 1).all()
+    assert -1.0 in bounded["ci_low"].to_list() or 1.0 in bounded["ci_high"].to_list()  # clipped, not dropped
+
+
+def test_a_rater_pair_s_adjusted_p_does_not_depend_on_the_other_runs_selected(tmp_path) -> None:
+    from toolkit.analysis import AgreementOptions, judge_agreement
+
+    dataset = load_dataset()
+    store = Store.open(tmp_path / "store")
+    for i, run in enumerate(("r1", "r2", "r3")):
+        write_rows(store, dataset, run, simulate_decisions(dataset, run, skill=0.5 * i, seed=i, passes=3, flip=0.2),
+                   created=i)
+    options = AgreementOptions(resamples=ResampleSettings(SAMPLES, 1))
+    alone = judge_agreement(read_runs(store, ["r1"], texts=False), options).scores
+    every = judge_agreement(read_runs(store, ["r1", "r2", "r3"], texts=False), options).scores
+    keys = ["rater_a", "rater_b", "benchmark", "p_holm", "p_bh", "family"]
+    assert every.filter(pl.col("run_id") == "r1").select(keys).equals(alone.select(keys))
+    assert set(alone["family"]) == {"overall, run r1", "per benchmark, run r1"}

@@ -7,8 +7,9 @@ Krippendorff's alpha (nominal, every item at least two raters decided), see
 ``toolkit.analysis.reliability``; per rater pair the same for the two; the case
 score difference between raters per benchmark and overall with paired t
 intervals and p-values (the comparison engine with raters in place of runs, Holm
-and BH over all runs' rows of one family: the overall rows, the per-benchmark
-rows); and the cases whose score moves the most between raters.
+and BH within one run's rows of one family, its overall rows or its per-benchmark
+rows, so a run's verdict never depends on which other runs were selected); and the
+cases whose score moves the most between raters.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import numpy as np
 import polars as pl
 
 from toolkit.analysis.compare import compare_cases
-from toolkit.analysis.multiplicity import adjust
 from toolkit.analysis.paired import ResampleSettings, small_sample_note
 from toolkit.analysis.reliability import (category_counts, cohen_kappa, fleiss_kappa, krippendorff_alpha_nominal,
                                           percent_agreement)
@@ -84,7 +84,7 @@ def judge_agreement(data: RunData, options: AgreementOptions = AgreementOptions(
         compared = compare_cases(run_passes.select("rater", "benchmark", "case_id", "score"), order,
                                  options.resamples, per_benchmark=True, unit="rater", min_cases=1)
         scores.append(compared.pairwise.rename({"run_a": "rater_a", "run_b": "rater_b"})
-                      .with_columns(run_id=pl.lit(run_id)))
+                      .with_columns(run_id=pl.lit(run_id), family=pl.format("{}, run {}", "family", pl.lit(run_id))))
         # Raters get no tie groups in any output, so the separability note would describe nothing shown.
         notes += [f"run {run_id}: {note}" for note in compared.notes if not note.startswith("separability:")]
         smallest += [compared.smallest_benchmark] if compared.smallest_benchmark is not None else []
@@ -95,19 +95,12 @@ def judge_agreement(data: RunData, options: AgreementOptions = AgreementOptions(
     return Agreement(
         lead(pl.concat(summaries)),
         lead(pl.concat(pairs)),
-        lead(_adjust_by_family(pl.concat(scores))),
+        lead(pl.concat(scores)),
         lead(pl.concat(flips).sort(["score_range", "items_disagreeing"], descending=True, maintain_order=True)
              .head(options.top)),
         skipped,
         notes + small_sample_note(min(smallest, default=None), bootstrap=True),
     )
-
-
-def _adjust_by_family(rows: pl.DataFrame) -> pl.DataFrame:
-    """Holm/BH over every run's rows of one family (overall, per benchmark), rows kept in place."""
-    indexed = rows.drop("p_holm", "p_bh").with_row_index("_i")
-    return pl.concat([adjust(part) for part in indexed.partition_by("family", maintain_order=True)]).sort(
-        "_i").drop("_i").select(rows.columns)
 
 
 def _ratings(decisions: pl.DataFrame) -> tuple[list[str], np.ndarray]:

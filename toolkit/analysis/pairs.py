@@ -91,7 +91,9 @@ def _rows(matrix: CaseMatrix, first: np.ndarray, second: np.ndarray, scope: str,
     return pl.DataFrame({
         "run_a": units[first].tolist(), "run_b": units[second].tolist(), "benchmark": [scope] * first.size,
         "n_cases": n.astype(np.int64), "mean_a": mean_a, "mean_b": mean_b, "delta": t.delta,
-        "ci_low": t.ci_low, "ci_high": t.ci_high, "ci_note": pl.Series(t.ci_note, dtype=pl.String),
+        # Differences of [0, 1] scores lie in [-1, 1]: the interval is clipped there (no coverage is lost).
+        "ci_low": np.clip(t.ci_low, -1.0, 1.0), "ci_high": np.clip(t.ci_high, -1.0, 1.0),
+        "ci_note": pl.Series(t.ci_note, dtype=pl.String),
         "p_value": t.p_value, "se": t.se, "df": t.df, "mdd80": t.mdd80,
         "wins": (sign > 0).sum(axis=1), "ties": (sign == 0).sum(axis=1), "losses": (sign < 0).sum(axis=1),
         # The overall row's rank test is stratified like the t (never pooling cases across benchmarks).

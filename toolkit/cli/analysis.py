@@ -271,4 +271,8 @@ def agreement_cmd(runs: tuple[str, ...], all_runs: bool, judge: str | None, pass
     if section is None and "overall" in scores["benchmark"].to_list():  # a row per benchmark: --section scores
         views["scores"] = [("scores (overall; --section scores: each benchmark)",
                             scores.filter(pl.col("benchmark") == "overall"))]
+    elif scores.height:  # one table per run and rater pair, benchmarks down: the numbers fit 80 columns
+        views["scores"] = [(f"scores: {run}, {a} - {b}", rows.drop("run_id", "rater_a", "rater_b", "family"))
+                           for (run, a, b), rows in scores.group_by("run_id", "rater_a", "rater_b",
+                                                                     maintain_order=True)]
     emit_sections(result.sections(), fmt, section, notes, views=views)

@@ -25,10 +25,11 @@ SECONDARY_COLUMNS = (
     "benchmarks_missing", "passes", "rank_median", "df", "se", "mdd80", "wins", "ties", "losses",
     "mean_a", "mean_b", "severity_class", "wilcoxon_p", "p_bh", "n_runs",
 )
-# Left out last, the end of this list first: what a row is about and the numbers a table is printed for.
+# Left out last, the end of this list first: what a row is about and the numbers a table is printed for
+# (the raw p before the adjusted one: a row's verdict is its family's).
 ESSENTIAL_COLUMNS = (
-    "run_id", "run", "run_a", "run_b", "rater_a", "rater_b", "scope", "benchmark", "text", "overall",
-    "overall [95% ci]", "mean", "mean [95% ci]", "delta", "delta [95% ci]", "value", "value [95% ci]", "rank", "ci_low", "ci_high", "ci95_low", "ci95_high", "p_value", "p_holm", "miss_rate",
+    "run_id", "run", "run_a", "run_b", "rater_a", "rater_b", "scope", "benchmark", "reason", "text", "overall",
+    "overall [95% ci]", "mean", "mean [95% ci]", "delta", "delta [95% ci]", "value", "value [95% ci]", "rank", "ci_low", "ci_high", "ci95_low", "ci95_high", "p_holm", "p_value", "miss_rate",
     "match_rate", "f1", "severe_omission_case_rate", "severe_commission_case_rate", "precision", "recall",
     "percent_agreement", "cohen_kappa", "fleiss_kappa", "krippendorff_alpha", "discrimination", "rank_low",
     "rank_high", "n_benchmarks", "completed / failed / not attempted", "completed", "failed", "not_attempted",
