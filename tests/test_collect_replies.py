@@ -63,7 +63,7 @@ def test_content_never_text_is_an_answer_error_and_the_run_is_not_wedged(tmp_pat
     assert code == 3, err
     answers = Store.open(tmp_path / "s").read("answers").sort("attempt")
     assert answers["attempt"].to_list() == [1, 2] and answers["answer"].to_list() == [None, None]
-    assert answers["error"][0] == "InvalidResponse: message content is a JSON list, not a string"
+    assert answers["error"][0] == "InvalidResponse: message content is a JSON array, not a string"
 
 
 def test_token_counts_of_the_wrong_type_are_stored_as_unknown(tmp_path: Path) -> None:

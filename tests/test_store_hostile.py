@@ -204,7 +204,8 @@ def test_only_an_empty_or_new_folder_becomes_a_store(inputs, tmp_path: Path) -> 
 
 REFUSED = [("", "empty"), (" ", "blank"), ("\x7f", "control"), (" a", "space"), ("a\t", "space"),
            ("a\x85b", "control"), ("a\x1bb", "control"), ("a\u202eb", "bidirectional"),
-           ("a\u2066b", "bidirectional"), ("a\u200fb", "bidirectional"), ("a\u061cb", "bidirectional")]
+           ("a\u2066b", "bidirectional"), ("a\u200fb", "bidirectional"), ("a\u061cb", "bidirectional"),
+           ("a\u200bb", "invisible"), ("a\ufeffb", "invisible"), ("a\u2060b", "invisible"), ("a\u00adb", "invisible")]
 
 
 def test_invisible_and_reordering_run_ids_are_refused(inputs, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from toolkit import protocol
 from toolkit.inputs import InputError, parse_json, shorten
+from toolkit.collect.reply import json_type
 
 _SYNTAX = "not JSON"  # parse_json's prefix of a syntax error (its other refusals name a field)
 
@@ -69,7 +70,7 @@ def parse_decisions(reply: str | None, item_ids: list[str]) -> dict[str, bool]:
             raise InvalidJudgeReply(f"{_SYNTAX} ({error.message[len(_SYNTAX) + 2:]} at {error.field})") from None
         raise InvalidJudgeReply(f"{error.field}: {error.message}") from None
     if not isinstance(data, dict):
-        raise InvalidJudgeReply(f"expected a JSON object, got {type(data).__name__}")
+        raise InvalidJudgeReply(f"expected a JSON object, got {json_type(data)}")
     decisions = data.get("decisions")
     if not isinstance(decisions, list):
         raise InvalidJudgeReply("no 'decisions' list" if decisions is None else "'decisions' is not a list")

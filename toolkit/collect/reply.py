@@ -52,7 +52,7 @@ def _count(value: Any) -> int | None:
 def reply_fields(reply: Any) -> ReplyFields:
     """The stored fields of a chat-completion body; InvalidResponse naming what is wrong with it."""
     if not isinstance(reply, dict):
-        raise InvalidResponse(f"the reply is a JSON {type(reply).__name__}, not an object")
+        raise InvalidResponse(f"the reply is a JSON {json_type(reply)}, not an object")
     choices = reply.get("choices")
     if not isinstance(choices, list):
         raise InvalidResponse("no 'choices' list")
@@ -66,7 +66,7 @@ def reply_fields(reply: Any) -> ReplyFields:
     if content is None and isinstance(message.get("refusal"), str):
         content = message["refusal"]
     if content is not None and not isinstance(content, str):
-        raise InvalidResponse(f"message content is a JSON {type(content).__name__}, not a string")
+        raise InvalidResponse(f"message content is a JSON {json_type(content)}, not a string")
     finish = choice.get("finish_reason")
     usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
     details = usage.get("completion_tokens_details")
@@ -78,3 +78,9 @@ def reply_fields(reply: Any) -> ReplyFields:
         completion_tokens=_count(usage.get("completion_tokens")),
         reasoning_tokens=_count(details.get("reasoning_tokens")),
     )
+
+
+def json_type(value: object) -> str:
+    """What a parsed JSON value is called in JSON (null, not NoneType), for one-line messages."""
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)

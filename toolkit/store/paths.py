@@ -53,6 +53,9 @@ def now_iso() -> str:
 
 # Characters a run id may not hold: they print as nothing, move the cursor, or reorder a label's text.
 _BIDI = {0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+# Characters that show as nothing, so two ids that differ by one look the same (ZWJ and ZWNJ stay: emoji
+# sequences and some scripts need them).
+_INVISIBLE = {0x00AD, 0x034F, 0x180E, 0x200B, 0x2060, 0x2061, 0x2062, 0x2063, 0x2064, 0xFEFF}
 
 
 def normal_run_id(run_id: str) -> str:
@@ -75,6 +78,9 @@ def new_run_id(run_id: str, what: str = "run id") -> str:
         if code in _BIDI:
             raise StoreError(f"{what} {shown}: holds a bidirectional-text control (U+{code:04X}), which reorders "
                              "how it is shown")
+        if code in _INVISIBLE:
+            raise StoreError(f"{what} {shown}: holds an invisible character (U+{code:04X}), so it would look like "
+                             "another id")
         if 0xD800 <= code <= 0xDFFF:
             raise StoreError(f"{what} {shown}: is not UTF-8 (a file name's bytes?)")
     return normal_run_id(run_id)
