@@ -178,6 +178,30 @@ def test_a_full_disk_is_one_line_and_runs_rm_frees_it(small_disk: Path, tmp_path
     assert sorted(Store.open(st).run_ids()) == sorted(imported[1:] + [files[len(imported)].stem])
 
 
+def test_an_import_whose_later_tables_cannot_fit_writes_none_of_them(inputs, tmp_path: Path, monkeypatch) -> None:
+    # The disk fills between the checks (another writer): the first check sees room, every later one none.
+    # Answers must not be committed when judgments and decisions then cannot be: all are checked first.
+    import toolkit.store.disk as disk
+    from toolkit.dataset import load_dataset as load
+    from toolkit.reference import import_reference
+
+    st = tmp_path / "store"
+    Store.open(st).write_dataset(load(None))  # the dataset's tables exist: only the run's rows are checked
+    before = checksum(st)
+    real, calls = os.statvfs, []
+
+    def filling(path):  # noqa: ANN001, ANN202 - os.statvfs's own signature
+        calls.append(path)
+        got = real(path)
+        return got if len(calls) == 1 else os.statvfs_result((got.f_bsize, got.f_frsize, got.f_blocks, 0, 0,
+                                                               *got[5:]))
+    monkeypatch.setattr(disk.os, "statvfs", filling)
+    with pytest.raises(StoreError, match="no space left on"):
+        import_reference(Store.open(st), inputs["f0"], load(None), "f0")
+    monkeypatch.undo()
+    assert checksum(st) == before and not Store.open(st).run_ids()
+
+
 # -- 3. a folder that is not a store ---------------------------------------------------------------------
 
 def test_only_an_empty_or_new_folder_becomes_a_store(inputs, tmp_path: Path) -> None:

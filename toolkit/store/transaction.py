@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from toolkit.store import commits, delta, live as writes
 from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
-from toolkit.store.disk import NoSpace
+from toolkit.store.disk import SLACK, NoSpace, room
 from toolkit.store.paths import StoreError, new_run_id, normal_run_id, now_iso, part_of
 from toolkit.tables import TABLES, to_arrow
 
@@ -195,7 +195,12 @@ def add_rows(batch: list[tuple[Transaction, Rows]]) -> None:
             else:
                 tables.setdefault(table, []).append(frame)
     if any(frame.num_rows for frames in tables.values() for frame in frames) or replays:
-        batch[0][0].store._writable()  # claims the folder: not for a batch with no row (a file refused at its end)
+        store = batch[0][0].store
+        store._writable()  # claims the folder: not for a batch with no row (a file refused at its end)
+        # Every table's commit checked at once: the first ones must not land (invisible, but on disk) when a
+        # later one cannot fit. Arrow sizes bound the Parquet files, which are smaller.
+        need = sum(f.nbytes for frames in tables.values() for f in frames) + sum(f.nbytes for _, _, f in replays)
+        room(store.root, need + SLACK * (len(tables) + len(replays)))
     for txn, table, frame in replays:
         delta.overwrite(txn.store._path(table), table, frame,
                         f"{PART} = '{part_of(txn.run_id)}' AND {WRITE_ID} = '{txn.write_id}'")
