@@ -205,6 +205,21 @@ def test_bad_flags_give_one_line_and_write_nothing(store, tmp_path, capsys, args
     assert not out.exists()
 
 
+def test_a_full_disk_is_one_line_naming_where_and_writes_nothing(store, tmp_path, capsys, monkeypatch):
+    import polars.exceptions
+
+    import toolkit.spreadsheet
+
+    def full(*_args, **_kwargs):  # what polars raises when the disk fills under it
+        raise polars.exceptions.ComputeError("No space left on device (os error 28)")
+    monkeypatch.setattr(toolkit.spreadsheet, "write_csv", full)
+    out = tmp_path / "full"
+    code = main(["report", "--all", "--store", str(store.root), "--out", str(out), "--no-figures"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and f"no space left on {tmp_path}" in err[0], err
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
 def test_refuses_to_replace_a_directory_that_is_not_a_report(store, tmp_path, capsys):
     out = tmp_path / "mine"
     out.mkdir()

@@ -198,8 +198,12 @@ def _write(target: Path, built: dict, options: ReportOptions, a: Analyses) -> di
             shutil.rmtree(old)
         else:
             staging.rename(target)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
+        from toolkit.store.disk import is_no_space
+
+        if isinstance(error, Exception) and is_no_space(error):  # polars and numpy say it in their own words
+            raise ValueError(f"report: no space left on {target.parent} (nothing was written)") from None
         raise
     return {"directory": target, "html": target / "index.html", "markdown": target / "report.md",
             "figures": [target / "figures" / f for f in figures],
