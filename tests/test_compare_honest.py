@@ -304,3 +304,17 @@ def test_a_rater_pair_s_adjusted_p_does_not_depend_on_the_other_runs_selected(tm
     keys = ["rater_a", "rater_b", "benchmark", "p_holm", "p_bh", "family"]
     assert every.filter(pl.col("run_id") == "r1").select(keys).equals(alone.select(keys))
     assert set(alone["family"]) == {"overall, run r1", "per benchmark, run r1"}
+
+
+def test_harms_lists_runs_in_leaderboard_order(tmp_path) -> None:
+    # Stored first is the weakest: the harms table used to follow the store's order.
+    dataset = load_dataset()
+    store = Store.open(tmp_path / "store")
+    for i, (run, skill) in enumerate((("low", -1.0), ("high", 2.0), ("mid", 0.5))):
+        write_rows(store, dataset, run, simulate_decisions(dataset, run, skill=skill, seed=i), created=i)
+    board = [r["run_id"] for r in _compare_json(store)["leaderboard"]]
+    done = bedside_process(["harms", "--all", "--store", str(store.root), "--samples", str(SAMPLES),
+                            "--format", "json"])
+    assert done.returncode == 0, done.stderr
+    listed = list(dict.fromkeys(r["run_id"] for r in json.loads(done.stdout)["harms"]))
+    assert listed == board == ["high", "mid", "low"]

@@ -114,3 +114,15 @@ def compare_data(data: RunData, options: CompareOptions = CompareOptions()) -> C
     return Comparison(leaderboard, result.benchmarks.rename({"unit": "run_id"}), result.pairwise,
                       result.ranks.rename({"unit": "run_id"}), chosen.excluded, notes, not_ranked, result.versus,
                       result.separability, options.baseline, result.separation)
+
+
+def leaderboard_order(data: RunData, selection: JudgeSelection = JudgeSelection()) -> list[str]:
+    """The runs of ``data`` in leaderboard order (ranked, then not ranked, then left out), the order every
+    table and figure lists runs in; store order when no run can be compared. Few resamples: they change
+    ranks' intervals, never the order."""
+    try:
+        cmp = compare_data(data, CompareOptions(ResampleSettings(100, 0), selection=selection))
+    except ValueError:
+        return data.runs["run_id"].to_list()
+    ids = cmp.leaderboard["run_id"].to_list() + cmp.not_ranked["run_id"].to_list() + cmp.excluded["run_id"].to_list()
+    return list(dict.fromkeys(ids + data.runs["run_id"].to_list()))

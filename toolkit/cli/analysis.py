@@ -16,6 +16,7 @@ import polars as pl
 
 from toolkit.analysis import (AgreementOptions, CompareOptions, HarmOptions, ItemOptions, ResampleSettings,
                               analyse_items, compare_data, harms, judge_agreement)
+from toolkit.analysis.compare import leaderboard_order
 from toolkit.analysis.harms import BOTH, NOTE as HARM_NOTE
 from toolkit.analysis.pairs import METHOD_NOTE as PAIRED_METHOD_NOTE
 from toolkit.analysis.paired import small_sample_note
@@ -242,6 +243,9 @@ def harms_cmd(runs: tuple[str, ...], all_runs: bool, section: str | None, judge:
     store = open_store(store_dir)
     data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
     frame = harms(data, HarmOptions(_selection(judge, passes), ResampleSettings(samples, seed)))
+    order = {run: i for i, run in enumerate(leaderboard_order(data, _selection(judge, passes)))}
+    frame = frame.sort(pl.col("run_id").replace_strict(order, default=len(order), return_dtype=pl.Int64),
+                       maintain_order=True)  # runs in leaderboard order, as in every table and figure
     # A run's cases in one F1 benchmark (the f1 metric counts every completed case).
     smallest = frame.filter((pl.col("scope") != BOTH) & (pl.col("metric") == "f1"))["n_cases"].min()
     notes = ["value [95% interval], cases resampled within benchmark", HARM_NOTE] + small_sample_note(smallest, paired=False)
