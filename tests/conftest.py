@@ -71,7 +71,9 @@ _SLOW = frozenset(line.strip() for line in (Path(__file__).with_name("slow_tests
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Marks the tests named in tests/slow_tests.txt ``slow`` (``make test-fast`` leaves them out)."""
+    """Marks ``slow`` (``make test-fast`` leaves them out) the tests named in tests/slow_tests.txt, those that
+    run a notebook, and those that need the demo store (built once, by the real `bedside demo`: ~15 s)."""
     for item in items:
-        if item.nodeid.split("[", 1)[0] in _SLOW:
+        if item.nodeid.split("[", 1)[0] in _SLOW or item.nodeid.startswith("tests/test_notebook") \
+                or "demo_store" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
