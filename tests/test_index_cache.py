@@ -134,23 +134,32 @@ def test_concurrent_writers_and_readers_see_whole_tables(tmp_path: Path, monkeyp
     seen: list[bool] = []
     errors: list[BaseException] = []
 
+    writing = threading.Event()
+    writing.set()
+
     def write() -> None:
         for _ in range(15):
             index_cache.save("k" * 32, array)
 
     def read() -> None:
         try:
-            for _ in range(60):
+            # Reads for as long as the writers write (a fixed count could all come before the first save).
+            while writing.is_set() or len(seen) < 120:
                 got = index_cache.load("k" * 32, array.shape, array.dtype)
                 seen.append(got is not None)
                 assert got is None or np.array_equal(got, array)
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=f) for f in (write, write, read, read)]
-    for t in threads:
+    writers = [threading.Thread(target=write) for _ in range(2)]
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for t in writers + readers:
         t.start()
-    for t in threads:
+    for t in writers:
         t.join()
+    writing.clear()
+    for t in readers:
+        t.join()
+    seen.append(index_cache.load("k" * 32, array.shape, array.dtype) is not None)  # the writers' table stands
     assert not errors and any(seen)
     assert len(tables(tmp_path)) == 1 and not list((tmp_path / "indices").glob(".tmp-*"))
