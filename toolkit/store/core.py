@@ -22,7 +22,7 @@ from toolkit.store import commits, delta, live as writes, transaction
 from toolkit.store.delta import PART
 from toolkit.store.locks import run_lock, store_lock
 from toolkit.store.paths import (StoreError, check_store_folder, claim_store_folder, default_store_path, new_run_id,
-                                 normal_run_id, part_of as _part, safe_segment)
+                                 MARKER, normal_run_id, part_of as _part, safe_segment)
 from toolkit.tables import DATASET_TABLES, RUN_TABLES, TABLES, to_arrow
 
 _SNAPSHOT_TRIES = writes.TRIES
@@ -65,7 +65,9 @@ class Store:
     def _check_layout(self) -> None:
         check_store_folder(self.root)  # a folder that is not a store: one line, before anything is read
         runs = self._path("runs")
-        if runs.is_dir() and not delta.is_table(runs) and any(p.is_dir() for p in runs.iterdir()):
+        # A marked store is never of the old layout: its runs table may be in its first commit (another writer).
+        if runs.is_dir() and not delta.is_table(runs) and not (self.root / MARKER).exists() \
+                and any(p.is_dir() for p in runs.iterdir()):
             raise StoreError(f"{self.root}: written by an older bedside (plain Parquet parts, no Delta log); "
                              "import its runs again into a new store")
 
