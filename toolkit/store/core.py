@@ -123,11 +123,7 @@ class Store:
 
     def _data_files(self, snap: _Snapshot, table: str, keys: list[str] | None) -> list[tuple[Path, str, int]]:
         path = self._path(table)
-        if snap.as_of is not None:
-            loaded = delta.load(path, as_of=snap.as_of)
-        else:
-            latest = delta.latest_version(path)
-            loaded = None if latest is None else delta.actions_at(path, latest)
+        loaded = delta.actions_as_of(path, snap.as_of)
         if loaded is None:
             return []
         if table in DATASET_TABLES:

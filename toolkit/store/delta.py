@@ -170,6 +170,15 @@ def version_key(path: Path, version: int) -> tuple:
 _ACTIONS: dict[tuple, pa.Table] = {}  # (table path, version) -> its add actions (immutable once committed)
 
 
+def actions_as_of(path: Path, as_of: Any = None) -> Any:
+    """The table's live actions as of ``as_of`` (a pinned store's time), else at its latest version; None
+    when the table was never written."""
+    if as_of is not None:
+        return load(path, as_of=as_of)
+    latest = latest_version(path)
+    return None if latest is None else actions_at(path, latest)
+
+
 def actions_at(path: Path, version: int) -> pa.Table:
     """The add actions of a committed version, cached in this process (versions never change)."""
     key = version_key(path, version)

@@ -94,11 +94,7 @@ def lost_in(store: Any, snap: Any, tables: tuple[str, ...], run_ids: list[str] |
     loaded = {}
     for table in tables:
         path = store._path(table)
-        if snap.as_of is not None:
-            found = delta.load(path, as_of=snap.as_of)
-        else:
-            latest = delta.latest_version(path)
-            found = None if latest is None else delta.actions_at(path, latest)
+        found = delta.actions_as_of(path, snap.as_of)
         loaded[table] = (found, path)
     by_part = dict(zip(snap.runs.column(PART).to_pylist(), snap.runs.column("run_id").to_pylist()))
     parts = None if run_ids is None else {_part(r) for r in run_ids}
