@@ -326,12 +326,12 @@ def test_summary_json_is_valid_json_when_a_mean_is_nan(tmp_path: Path, sample_da
 
 
 def test_an_unforeseen_exception_is_still_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
-    import toolkit.sql
+    import toolkit.sql._query
 
     def broken(*_args, **_kwargs):
         raise TypeError("something nobody checked\nsecond line")
-    monkeypatch.setattr(toolkit.sql, "query", broken)
-    monkeypatch.setattr(toolkit.sql, "query_head", broken)  # table format reads only the first rows
+    monkeypatch.setattr(toolkit.sql._query, "query", broken)
+    monkeypatch.setattr(toolkit.sql._query, "query_head", broken)  # table format reads only the first rows
     (tmp_path / "store").mkdir()
     one_error(capsys, ["sql", "SELECT 1", "--store", str(tmp_path / "store")],
               "internal error: TypeError: something nobody checked", "BEDSIDE_DEBUG=1")
@@ -350,14 +350,14 @@ def test_a_store_path_that_is_not_utf8_is_one_line_for_every_command(tmp_path: P
 
 
 def test_an_import_out_of_memory_says_so(tmp_path: Path, filled, monkeypatch, capsys) -> None:
-    import toolkit.reference
+    import toolkit.reference._read
 
     store, rows = filled
     before = snapshot(store)
 
     def exhausted(*_args, **_kwargs):
         raise MemoryError()
-    monkeypatch.setattr(toolkit.reference, "iter_result_rows", exhausted)
+    monkeypatch.setattr(toolkit.reference._read, "iter_result_rows", exhausted)
     path = tmp_path / "big.jsonl"
     path.write_text(json.dumps(rows[0]) + "\n")
     one_error(capsys, ["import", str(path), "--run-id", "big", "--store", str(store)],

@@ -1,4 +1,4 @@
-"""Bit-exact agreement of toolkit.bootstrap with a plain re-implementation of the reference runner."""
+"""Bit-exact agreement of toolkit.bootstrap._reference with a plain re-implementation of the reference runner."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import pytest
 
-from toolkit.bootstrap import (
+from toolkit.bootstrap._reference import (
     DEFAULT_SUMMATION,
     BootstrapSettings,
     Intervals,
@@ -28,7 +28,7 @@ from toolkit.bootstrap import (
     reference_intervals,
     resample_means,
 )
-from toolkit.mt_draws import _draw, cached_indices as _cached_indices
+from toolkit.bootstrap._draws import _draw, cached_indices as _cached_indices
 from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, CI_HIGH, CI_LOW
 
 # --- the reference, written the obvious way (kept free of numpy on purpose) ---------------
@@ -189,12 +189,12 @@ def test_draw_random_sizes_all_methods() -> None:
 @pytest.fixture
 def small_pieces(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Pieces of 4096 outputs, scan passes of 1024, a fresh cache: every boundary is crossed often."""
-    import toolkit.mt_draws as bootstrap
+    import toolkit.bootstrap._draws as bootstrap
 
     monkeypatch.setattr(bootstrap, "_PIECE", 1 << 12)
     monkeypatch.setattr(bootstrap, "_TABLE_BYTES", 1 << 10)
     monkeypatch.setattr(bootstrap, "_SEGMENT_CHUNK", 64)  # and block jumps grow their look-ahead
-    monkeypatch.setattr(bootstrap, "_CACHE", bootstrap._Cache(1 << 30))
+    monkeypatch.setattr(bootstrap, "_CACHE", bootstrap.index_cache.MemoryCache(1 << 30, bootstrap._LOCK))
     bootstrap._outputs.cache_clear()
     bootstrap.cached_indices.cache_clear()
     yield
@@ -215,7 +215,7 @@ def test_draws_survive_piece_and_pass_boundaries(small_pieces: None, method: str
 
 
 def test_last_draw_on_a_between_output_ends_the_stream_right(monkeypatch: pytest.MonkeyPatch) -> None:
-    import toolkit.mt_draws as bootstrap
+    import toolkit.bootstrap._draws as bootstrap
 
     # With sizes (2, 3) a draw of randrange(3) that reads index 2 is a between-output; ending on
     # one takes a replay to find where the stream stops. Count that the replay really runs.
@@ -248,10 +248,10 @@ def test_shared_stream_gives_the_same_indices_in_any_order() -> None:
 
 
 def test_evicted_pieces_are_regenerated_exactly(small_pieces: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    import toolkit.mt_draws as bootstrap
+    import toolkit.bootstrap._draws as bootstrap
 
     # A cache far too small for the stream: pieces are dropped and made again from saved states.
-    monkeypatch.setattr(bootstrap, "_CACHE", bootstrap._Cache(40_000))
+    monkeypatch.setattr(bootstrap, "_CACHE", bootstrap.index_cache.MemoryCache(40_000, bootstrap._LOCK))
     made: list[int] = []
     generate = bootstrap._SeedOutputs._generate
     monkeypatch.setattr(bootstrap._SeedOutputs, "_generate", lambda self, i: made.append(i) or generate(self, i))
@@ -453,11 +453,11 @@ def test_row_fmeans_equal_statistics_fmean() -> None:
 def test_threads_sharing_the_stream_caches_draw_exactly(small_pieces: None, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    import toolkit.mt_draws as bootstrap
+    import toolkit.bootstrap._draws as bootstrap
 
     # Summaries run two at a time: cache entries are made outside the lock, pieces of one seed by one
     # generator. A cache too small for the stream keeps pieces being dropped and made again meanwhile.
-    monkeypatch.setattr(bootstrap, "_CACHE", bootstrap._Cache(200_000))
+    monkeypatch.setattr(bootstrap, "_CACHE", bootstrap.index_cache.MemoryCache(200_000, bootstrap._LOCK))
     tuples = [(49, 50, 48), (40,), (31, 33), (2, 3), (100, 77, 64, 127), (50, 50, 47, 49), (7, 5, 6), (1,)]
     expected = {}
     for sizes in tuples:

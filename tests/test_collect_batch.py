@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
 import os, sys
 from toolkit.collect import batch
-from toolkit.journal import RunJournal
+from toolkit.collect.journal import RunJournal
 {patch}
 from toolkit.collect.api import evaluate
 evaluate("sim/strong", "sim/judge", store=sys.argv[1], base_url=sys.argv[2], run_id="r", limit=3, batch=True,

@@ -10,7 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.collect_support import Recorder, bedside, completion, error, judge_reply
-from toolkit.journal import RunJournal
+from toolkit.collect.journal import RunJournal
 from toolkit.store import Store
 from toolkit.summary import summarize
 

@@ -16,7 +16,7 @@ from tests.collect_support import bedside
 from toolkit.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
 from toolkit.collect.api import plan_evaluation
-from toolkit.journal import pending_rows
+from toolkit.collect.journal import pending_rows
 from toolkit.store import Store
 from toolkit.summary import summarize
 from toolkit.tables import TABLES

@@ -17,7 +17,7 @@ import pytest
 from tests.analysis_sim import simulate_decisions
 from tests.test_cli_process import bedside_process
 from toolkit.protocol import PROTOCOL_VERSION
-from toolkit.spreadsheet import neutralised, write_csv
+from toolkit.text._spreadsheet import neutralised, write_csv
 from toolkit.store import Store
 
 # run id -> (answer model, skill, judge passes)

@@ -20,10 +20,10 @@ import pytest
 
 from tests import analysis_sim, reference_model as rm
 from tests.conftest import snapshot
-from toolkit import views
+from toolkit.sql import _views as views
 from toolkit.cli import main
 from toolkit.selection import JudgeSelection, latest_valid_decisions, per_case, read_runs, scored_passes
-from toolkit.sql import connect
+from toolkit.sql._query import connect
 from toolkit.store import Store
 from toolkit.store.runs_ops import delete_run
 from toolkit.summary import SummaryOptions, summarize_data
@@ -36,7 +36,7 @@ def _mixed_store(root: Path, dataset) -> Store:
     analysis_sim.write_run(store, dataset, "a", 0.4, 11, passes=3, flip=0.2, extra_judges=(("judge-y", 0.3),),
                            failed=frozenset(dataset.cases["case_id"].to_list()[:2]))
     analysis_sim.write_run(store, dataset, "b/odd 'id'", -0.3, 12, passes=2, flip=0.3, created=1)
-    from toolkit.reference import import_reference
+    from toolkit.reference._read import import_reference
 
     path = root.parent / "imported.jsonl"
     rm.write_rows(path, rm.make_rows(list(dataset.raw_cases), seed=5, error_rate=0.15))
@@ -332,8 +332,8 @@ def test_db_command_is_quick_on_the_demo_store(demo_store: Path, tmp_path: Path)
 
 
 def test_a_store_read_at_an_old_version_gives_a_snapshot_database(tmp_path: Path, sample_dataset) -> None:
-    from toolkit.database import write_database
-    from toolkit.database_refresh import registered
+    from toolkit.sql._database import write_database
+    from toolkit.sql._refresh import registered
 
     store = Store.open(tmp_path / "st")
     analysis_sim.write_run(store, sample_dataset, "old", 0.2, 1)
@@ -347,7 +347,7 @@ def test_a_store_read_at_an_old_version_gives_a_snapshot_database(tmp_path: Path
 
 
 def test_out_through_a_symlink_writes_where_it_points(tmp_path: Path, sample_dataset, capsys) -> None:
-    from toolkit.database_refresh import registered
+    from toolkit.sql._refresh import registered
 
     store = Store.open(tmp_path / "st")
     analysis_sim.write_run(store, sample_dataset, "r", 0.2, 1)
@@ -371,7 +371,7 @@ def test_a_full_disk_or_read_only_directory_is_one_line_and_leaves_no_temporary_
         tmp_path: Path, sample_dataset, capsys, monkeypatch, where: str) -> None:
     import errno
 
-    import toolkit.database as database
+    import toolkit.sql._database as database
 
     store = Store.open(tmp_path / "st")
     analysis_sim.write_run(store, sample_dataset, "r", 0.2, 1)

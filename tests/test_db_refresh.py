@@ -23,7 +23,7 @@ from toolkit.collect.runner import CollectJob, collect
 from toolkit.collect.settings import CollectSettings, Endpoint
 from toolkit.dataset import load_dataset
 from toolkit.sim import SimConfig, SimServer
-from toolkit import database_refresh as databases
+from toolkit.sql import _refresh as databases
 from toolkit.store import Store
 
 

@@ -1,6 +1,8 @@
-"""The import graph of ``toolkit``, read from the source (no module is imported): no circles, and the store
-(the lowest layer but the tables' definitions) imports nothing above it. Imports under ``if TYPE_CHECKING:``
-are annotations only, never run, and so not edges."""
+"""The import graph of ``toolkit``, read from the source (no module is imported): no circles, no arrow
+running back up the flow (protocol → dataset/tables → store → scoring/bootstrap → analysis → figures →
+report; collect and reference write into the store; the CLI on top), packages entered by their public face
+only, a small root and small files. Imports under ``if TYPE_CHECKING:`` are annotations only, never run,
+and so not edges."""
 
 from __future__ import annotations
 
@@ -120,3 +122,50 @@ def test_the_store_imports_only_itself_and_the_table_definitions() -> None:
         if module.startswith("toolkit.store"):
             third_party = {n.split(".")[0] for n in _imports(module, path)}
             assert "duckdb" not in third_party, module
+
+
+# Each top-level module or package of toolkit and its place in the flow: an import may only point lower.
+LAYERS: dict[str, int] = {
+    "protocol": 0, "inputs": 0, "text": 0,
+    "tables": 1, "dataset": 2,
+    "store": 3, "scoring": 3, "bootstrap": 3, "sim": 3,
+    "selection": 4, "failures": 4,
+    "summary": 5,
+    "sql": 6, "analysis": 6,
+    "figures": 7, "collect": 7, "reference": 7,
+    "report": 8,
+    "cli": 9, "console": 10, "__main__": 11, "toolkit": 12,
+}
+
+
+def _top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "toolkit"
+
+
+def test_every_top_level_module_has_a_place_in_the_flow() -> None:
+    assert sorted({_top(m) for m in _modules()} - LAYERS.keys()) == []
+
+
+def test_no_import_runs_back_up_the_flow() -> None:
+    upward = sorted(f"{m} -> {e}" for m, edges in _graph().items() for e in edges
+                    if _top(m) != _top(e) and LAYERS[_top(m)] <= LAYERS[_top(e)])
+    assert upward == []
+
+
+def test_packages_are_entered_by_their_public_face() -> None:
+    """A private module (``_name``) is imported only from inside its own package."""
+    private = sorted(f"{m} -> {e}" for m, edges in _graph().items() for e in edges
+                     if any(p.startswith("_") and not p.startswith("__") for p in e.split(".")[1:])
+                     and not m.startswith(e.rpartition(".")[0] + ".") and m != e.rpartition(".")[0])
+    assert private == []
+
+
+def test_the_root_holds_only_what_the_whole_house_shares() -> None:
+    assert len([p for p in TOOLKIT.glob("*.py")]) <= 12
+
+
+def test_no_source_file_exceeds_400_lines() -> None:
+    long = {str(p.relative_to(TOOLKIT)): n for p in TOOLKIT.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert long == {}

@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 
 from tests import reference_model as rm
 from tests.conftest import snapshot
-from toolkit.reference import ImportError_, import_many, import_reference
+from toolkit.reference._read import ImportError_, import_many, import_reference
 from toolkit.store import Store
 from toolkit.store.paths import part_of
 from toolkit.tables import TABLES
@@ -112,7 +112,7 @@ def test_a_bulk_import_with_a_bad_file_between_streamed_ones(tmp_path: Path, sam
 
 _SLOW_IMPORT = """
 import sys, time
-from toolkit import reference
+from toolkit.reference import _read as reference
 from toolkit.dataset import load_dataset
 from toolkit.store import Store
 store = Store.open(sys.argv[1])

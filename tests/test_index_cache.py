@@ -1,4 +1,4 @@
-"""The persistent resample-index cache (toolkit/index_cache.py) never changes a number: `bedside summary
+"""The persistent resample-index cache (toolkit/bootstrap/_cache.py) never changes a number: `bedside summary
 --json` gives the same bytes with the cache off, cold and warm, after its files are truncated, altered or
 replaced, and when its directory cannot be written (then silently). Writes are atomic and bounded."""
 
@@ -13,9 +13,9 @@ import pytest
 
 from tests import reference_model as rm
 from tests.collect_support import bedside
-from toolkit import index_cache
-from toolkit.mt_draws import cached_indices
-from toolkit.reference import import_reference
+from toolkit.bootstrap import _cache as index_cache
+from toolkit.bootstrap._draws import cached_indices
+from toolkit.reference._read import import_reference
 from toolkit.store import Store
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from toolkit.journal import COMPACT_WRITES, RunJournal
+from toolkit.collect.journal import COMPACT_WRITES, RunJournal
 from toolkit.store import Store
 
 

@@ -23,7 +23,7 @@ _STANDARD = {pa.string(), pa.int32(), pa.int64(), pa.float64(), pa.bool_()}
 
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory, sample_dataset) -> Path:
-    from toolkit.reference import import_reference
+    from toolkit.reference._read import import_reference
 
     root = tmp_path_factory.mktemp("imported")
     path = root / "r.jsonl"
@@ -79,7 +79,7 @@ def test_every_table_reads_the_same_in_four_engines(which: str, demo_store: Path
 
 
 def test_duckdb_types_equal_the_schema(imported: Path) -> None:
-    from toolkit import views
+    from toolkit.sql import _views as views
 
     store = Store.open(imported)
     for table in TABLES:

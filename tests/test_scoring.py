@@ -21,9 +21,9 @@ def _case(method: str, points: list[float], prompt: str = "p") -> dict:
 
 
 def _score(case: dict, matched: list[bool], passes: int = 1) -> dict:
-    from toolkit.dataset import _frames
+    from toolkit.dataset._frames import frames as _frames
 
-    _, items = _frames((case,))
+    _, items = _frames((case,), "sha")
     rows = [{"run_id": "r", "case_id": case["case_id"], "judge_model": "j", "judge_pass": p,
              "item_id": it["item_id"], "matched": m}
             for p in range(1, passes + 1) for it, m in zip(case["rubric_items"], matched)]
@@ -110,9 +110,9 @@ def test_py_round_matches_round_on_random_rationals() -> None:
 
 def test_mean_over_judge_passes() -> None:
     case = _case("points_rubric", [1, 1])
-    from toolkit.dataset import _frames
+    from toolkit.dataset._frames import frames as _frames
 
-    _, items = _frames((case,))
+    _, items = _frames((case,), "sha")
     rows = [{"run_id": "r", "case_id": case["case_id"], "judge_model": "j", "judge_pass": p,
              "item_id": it["item_id"], "matched": m}
             for p, ms in ((1, [True, True]), (2, [True, False])) for it, m in zip(case["rubric_items"], ms)]
@@ -123,9 +123,9 @@ def test_mean_over_judge_passes() -> None:
 
 def test_incomplete_or_foreign_decisions_are_refused() -> None:
     case = _case("points_rubric", [1, 1])
-    from toolkit.dataset import _frames
+    from toolkit.dataset._frames import frames as _frames
 
-    _, items = _frames((case,))
+    _, items = _frames((case,), "sha")
     one = [{"run_id": "r", "case_id": case["case_id"], "judge_model": "j", "judge_pass": 1,
             "item_id": case["rubric_items"][0]["item_id"], "matched": True}]
     with pytest.raises(ValueError, match="1 decisions for 2 rubric items"):
@@ -151,7 +151,7 @@ def test_scores_equal_the_plain_reference_on_the_public_split(public_dataset) ->
 
 def _random_rubric_frames(rng: random.Random, points_of) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Decisions (shuffled, several runs, judges and passes) and rubric items of 40 random cases."""
-    from toolkit.dataset import _frames
+    from toolkit.dataset._frames import frames as _frames
 
     cases = [_case(rng.choice(["points_rubric", "f1_weighted_rubric"]), [points_of() for _ in range(rng.randint(1, 9))],
                    prompt=f"q{k}") for k in range(40)]
@@ -161,7 +161,7 @@ def _random_rubric_frames(rng: random.Random, points_of) -> tuple[pl.DataFrame, 
         else:  # an F1 rubric's points are the protocol's -3..+3
             for item in case["rubric_items"]:
                 item["points"] = max(-3, min(3, item["points"]))
-    _, items = _frames(tuple(cases))
+    _, items = _frames(tuple(cases), "sha")
     rows = [{"run_id": run, "case_id": c["case_id"], "judge_model": judge, "judge_pass": p, "item_id": it["item_id"],
              "matched": rng.random() < 0.5}
             for run in ("r1", "r2") for judge in ("j", "k") for p in (1, 2) for c in cases for it in c["rubric_items"]]
@@ -184,9 +184,9 @@ def test_whole_number_points_sum_in_any_order_to_the_rubric_order_bits(monkeypat
 def test_fractional_points_are_added_in_rubric_order_whatever_the_row_order() -> None:
     # 0.1 + 0.2 + 0.3 = 0.6000000000000001 in rubric order; 0.3 + 0.2 + 0.1 = 0.6.
     case = _case("points_rubric", [0.1, 0.2, 0.3, 0.4])
-    from toolkit.dataset import _frames
+    from toolkit.dataset._frames import frames as _frames
 
-    _, items = _frames((case,))
+    _, items = _frames((case,), "sha")
     rows = [{"run_id": "r", "case_id": case["case_id"], "judge_model": "j", "judge_pass": 1, "item_id": it["item_id"],
              "matched": i < 3} for i, it in reversed(list(enumerate(case["rubric_items"])))]
     row = pass_scores(pl.DataFrame(rows, schema_overrides={"judge_pass": pl.Int32}), items).row(0, named=True)

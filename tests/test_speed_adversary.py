@@ -152,7 +152,7 @@ def test_two_threads_asking_for_the_same_index_table_make_it_once(monkeypatch) -
     makes (it made its own copy: twice the memory, 1.28 GB instead of 0.83 GB at 200k resamples, and a core)."""
     import threading
 
-    from toolkit import index_cache, mt_draws
+    from toolkit.bootstrap import _cache as index_cache, _draws as mt_draws
 
     monkeypatch.setenv(index_cache.ENV, "off")
     made: list[int] = []

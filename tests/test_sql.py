@@ -37,7 +37,7 @@ def test_bad_sql_and_missing_store(tmp_path: Path, capsys, sample_dataset) -> No
 def test_pass_scores_use_the_latest_valid_reply(tmp_path: Path, capsys, sample_dataset) -> None:
     # A reference file can hold two successful rows for a case: the last one wins everywhere.
     from tests import reference_model as rm
-    from toolkit.reference import import_reference
+    from toolkit.reference._read import import_reference
 
     rows = [r for r in rm.make_rows(list(sample_dataset.raw_cases), seed=3, error_rate=0) if "score" in r]
     assert len({r["case_id"] for r in rows}) < len(rows)  # make_rows repeats a few successes
@@ -55,7 +55,7 @@ def test_pass_scores_use_the_latest_valid_reply(tmp_path: Path, capsys, sample_d
 
 def _filled_store(tmp_path: Path, sample_dataset) -> Store:
     from tests import reference_model as rm
-    from toolkit.reference import import_reference
+    from toolkit.reference._read import import_reference
 
     rows = rm.make_rows(list(sample_dataset.raw_cases), seed=4, error_rate=0.1)
     path = tmp_path / "r.jsonl"
@@ -128,7 +128,7 @@ def test_python_connection_is_locked_by_default(tmp_path: Path, sample_dataset) 
     import duckdb
     import polars as pl
 
-    from toolkit.sql import connect
+    from toolkit.sql._query import connect
 
     store = _filled_store(tmp_path, sample_dataset)
     con = connect(store, derived=())
@@ -290,11 +290,11 @@ def test_summary_table_says_whose_intervals_it_shows(tmp_path: Path, sample_data
 
 
 def test_counting_the_rows_not_shown_stops_in_time(tmp_path: Path, capsys, sample_dataset, monkeypatch) -> None:
-    import toolkit.sql
+    import toolkit.sql._query
 
     store = Store.open(tmp_path / "st")
     store.write_dataset(sample_dataset)
-    monkeypatch.setattr(toolkit.sql, "COUNT_SECONDS", 0.0)  # a result too long to count: say "at least"
+    monkeypatch.setattr(toolkit.sql._query, "COUNT_SECONDS", 0.0)  # a result too long to count: say "at least"
     assert main(["sql", "SELECT * FROM range(1000000)", "--store", str(store.root), "--max-rows", "3"]) == 0
     out, err = capsys.readouterr()
     assert out.count("│") == 3 * 2

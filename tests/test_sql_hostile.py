@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import snapshot
 from tests.test_cli_process import bedside_process
 from tests.test_sql import _filled_store
-from toolkit.sql import connect
+from toolkit.sql._query import connect
 
 
 def _copy_onto(part: Path) -> str:

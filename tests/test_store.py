@@ -11,8 +11,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from toolkit.journal import RunJournal
-from toolkit.sql import connect
+from toolkit.collect.journal import RunJournal
+from toolkit.sql._query import connect
 from toolkit.store import Store, StoreError, default_store_path, safe_segment
 from toolkit.store.runs_ops import compact_run, delete_run, rename_run
 
@@ -235,10 +235,10 @@ def test_duckdb_views_over_every_table(store: Store) -> None:
 
 
 def test_schema_docs_are_generated_from_the_definitions() -> None:
-    from toolkit.schema_docs import markdown
+    from toolkit.sql._schema_docs import markdown
 
     doc = (Path(__file__).resolve().parents[1] / "schemas" / "tables.md").read_text()
-    assert doc == markdown() + "\n", "run: python -m toolkit.schema_docs"
+    assert doc == markdown() + "\n", "run: python -m toolkit.sql._schema_docs"
 
 
 @pytest.mark.parametrize("where,crash_at", [("commit", 1), ("commit", 2), ("commit", 3), ("delete", 1)])

@@ -20,7 +20,7 @@ from tests import reference_model as rm
 from tests.collect_support import bedside
 from toolkit.dataset import load_dataset
 from toolkit.sim import SimConfig, SimServer
-from toolkit.sql import connect
+from toolkit.sql._query import connect
 from toolkit.store import Store
 from toolkit.tables import TABLES
 

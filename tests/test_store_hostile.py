@@ -183,7 +183,7 @@ def test_an_import_whose_later_tables_cannot_fit_writes_none_of_them(inputs, tmp
     # Answers must not be committed when judgments and decisions then cannot be: all are checked first.
     import toolkit.store.disk as disk
     from toolkit.dataset import load_dataset as load
-    from toolkit.reference import import_reference
+    from toolkit.reference._read import import_reference
 
     st = tmp_path / "store"
     Store.open(st).write_dataset(load(None))  # the dataset's tables exist: only the run's rows are checked
@@ -340,7 +340,7 @@ def test_an_older_store_with_both_spellings_keeps_both_reachable(inputs, tmp_pat
     for module in (core, paths, transaction):  # as the earlier toolkit wrote ids: as given
         monkeypatch.setattr(module, "normal_run_id", lambda run_id: run_id, raising=False)
         monkeypatch.setattr(module, "new_run_id", lambda run_id, what="run id": run_id, raising=False)
-    from toolkit.reference import import_reference
+    from toolkit.reference._read import import_reference
     import_reference(Store.open(st), inputs["f1"], load_dataset(None), run_id=NFD)
     monkeypatch.undo()
     assert sorted(Store.open(st).run_ids()) == sorted([NFC, NFD])

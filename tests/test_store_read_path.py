@@ -16,7 +16,7 @@ from polars.testing import assert_frame_equal
 
 from tests import reference_model as rm
 from tests.conftest import ROOT
-from toolkit.reference import import_reference
+from toolkit.reference._read import import_reference
 from toolkit.store import Store
 from toolkit.tables import TABLES
 

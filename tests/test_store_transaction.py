@@ -136,7 +136,7 @@ def test_a_batch_tells_at_most_every_so_often_and_once_at_its_end_however_it_end
 def test_a_replace_stands_when_the_sweep_after_its_commit_fails(tmp_path: Path, sample_dataset, monkeypatch) -> None:
     """The runs commit is the commit point: a sweep of the old, now invisible, rows that fails after it (a full
     disk) neither reports the replace as failed nor sweeps the rows the run now shows."""
-    from toolkit.reference import import_reference
+    from toolkit.reference._read import import_reference
     from toolkit.store import delta
 
     rows = rm.make_rows(list(sample_dataset.raw_cases), seed=4, error_rate=0.0)
@@ -168,7 +168,7 @@ def test_the_store_imports_nothing_of_duckdb_and_says_nothing_of_databases(tmp_p
     code = ("import sys, json\nfrom toolkit.store import Store\nfrom toolkit.store.runs_ops import delete_run\n"
             f"s = Store.open(sys.argv[1])\ns.commit_run('r', {{'answers': [{_answer('r', 'c0', 0)!r}]}}, {_run_row('r')!r})\n"
             "delete_run(s, 'r')\n"
-            "bad = sorted(m for m in sys.modules if m.startswith(('duckdb', 'toolkit.database', 'toolkit.sql')))\n"
+            "bad = sorted(m for m in sys.modules if m.startswith(('duckdb', 'toolkit.sql._database', 'toolkit.sql._query')))\n"
             "print(json.dumps(bad))\n")
     store = tmp_path / "st"
     Store.open(store).commit_run("x", None, _run_row("x"))

@@ -23,7 +23,7 @@ _EXPORTS: dict[str, str] = {
     "StoreError": "toolkit.store",
     "default_store_path": "toolkit.store",
     "connect": "toolkit.sql",
-    "write_database": "toolkit.database",
+    "write_database": "toolkit.sql",
     "query": "toolkit.sql",
     # scoring and summaries
     "pass_scores": "toolkit.scoring",
@@ -39,8 +39,8 @@ _EXPORTS: dict[str, str] = {
     "import_reference": "toolkit.reference",
     "import_many": "toolkit.reference",
     "export_reference": "toolkit.reference",
-    "audit_file": "toolkit.audit",
-    "AuditReport": "toolkit.audit",
+    "audit_file": "toolkit.reference",
+    "AuditReport": "toolkit.reference",
     # collection (these import the openai SDK, ~1 s, on first use)
     "evaluate": "toolkit.collect.api",
     "rejudge": "toolkit.collect.api",

@@ -1,7 +1,7 @@
 """Every stored table's schema, defined once.
 
 The Parquet files, the DuckDB views and the documentation in ``schemas/``
-all come from these definitions (``python -m toolkit.schema_docs`` rewrites
+all come from these definitions (``python -m toolkit.sql._schema_docs`` rewrites
 the docs; a test fails when they are stale).
 """
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests import reference_model as rm  # noqa: E402
 from tests.perf import rows as perf_rows  # noqa: E402
 from toolkit.dataset import load_dataset  # noqa: E402
-from toolkit.reference import read_result_rows  # noqa: E402
+from toolkit.reference._read import read_result_rows  # noqa: E402
 
 TARGET = 1.0  # at most double: a Python call per number (parsing is a small part of an import)
 

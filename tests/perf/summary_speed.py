@@ -7,7 +7,7 @@ Run: python tests/perf/summary_speed.py [--runs 20] [--reference-runs 20] [--col
 Builds the 500-case panel (tests/perf/panel.py), writes ``--runs`` reference result files and imports
 them into a store in a temporary directory. Then, in one run of this script:
 - the cold command ``--cold-runs`` times (after one unmeasured run, which writes the byte-code caches a
-  user's second run finds, and the resample-index cache, toolkit/index_cache.py, in a directory of this
+  user's second run finds, and the resample-index cache, toolkit/bootstrap/_cache.py, in a directory of this
   script's own): wall and CPU (user + sys of the child) of each, median quoted;
 - the same with that index cache cold (a fresh, empty cache directory each run: the first command on a
   dataset of these sizes, which also writes the cache) and with it off (BEDSIDE_CACHE_DIR=off);
@@ -40,7 +40,7 @@ from tests import reference_model as rm  # noqa: E402
 from tests.perf.panel import build_panel, shared_root  # noqa: E402
 from tests.perf.rows import row  # noqa: E402
 from toolkit.dataset import load_dataset  # noqa: E402
-from toolkit.reference import import_reference, read_result_rows  # noqa: E402
+from toolkit.reference._read import import_reference, read_result_rows  # noqa: E402
 from toolkit.store import Store  # noqa: E402
 from toolkit.summary import SummaryOptions, summarize  # noqa: E402
 

@@ -102,7 +102,7 @@ def emit_sections(sections: dict[str, pl.DataFrame], fmt: str, section: str | No
         echo_json(dumps({"notes": notes, **{n: f.to_dicts() for n, f in clean.items()}}, indent=2, default=str))
         return
     if fmt == "csv":
-        from toolkit.spreadsheet import write_csv
+        from toolkit.text import write_csv
 
         for note in notes:
             note_line(note)

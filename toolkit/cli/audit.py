@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from toolkit.audit import audit_file
+from toolkit.reference import audit_file
 from toolkit.cli.common import echo_json, say
 from toolkit.inputs import dumps
 

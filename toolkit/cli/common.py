@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import click
 
 from toolkit.cli.table import WIDE_KEY, print_table, terminal_width  # noqa: F401 (the commands' table renderer)
-from toolkit.safe_text import visible, visible_json
+from toolkit.text import visible, visible_json
 
 # Imported by every command, including ``--version`` and ``--help``: only click at the top; the data
 # stack (polars, the store) is imported where it is used.
@@ -229,7 +229,7 @@ def emit(frame: pl.DataFrame, fmt: str, title: str | None = None, optional: Sequ
     CSV and JSON are never cut.
     """
     if fmt == "csv":
-        from toolkit.spreadsheet import write_csv  # formula-like text cells neutralised
+        from toolkit.text import write_csv  # formula-like text cells neutralised
 
         sys.stdout.write(write_csv(frame))
     elif fmt == "json":

@@ -1,4 +1,4 @@
-"""``bedside db``: write a DuckDB database file of views over the store (``toolkit.database``)."""
+"""``bedside db``: write a DuckDB database file of views over the store (``toolkit.sql._database``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def db_cmd(out: str, store_dir: str | None) -> None:
     No data is copied: the views read the store's current Parquet files, and every later store write
     refreshes them (or run this again). Open it with `duckdb -readonly FILE` (any DuckDB >= 1.3, no extension;
     read-only, a store write can refresh it while you look)."""
-    from toolkit.database import write_database
+    from toolkit.sql import write_database
 
     store = open_store(store_dir)
     if not store.root.is_dir():

@@ -192,7 +192,7 @@ def sql_cmd(query: str, fmt: str, max_rows: int | None, raw_csv: bool, store_dir
         raise CommandError([f"SQL: {str(error).splitlines()[0]}"]) from None
     frame = _printable(frame, fmt)
     if fmt == "csv":
-        from toolkit.spreadsheet import write_csv
+        from toolkit.text import write_csv
 
         sys.stdout.write(write_csv(frame, raw=raw_csv))
     else:

@@ -6,7 +6,7 @@ import click
 
 from toolkit.cli.common import echo_json, emit, no_runs_message, open_store, say, store_option, wide_option
 from toolkit.cli.table import COVERAGE
-from toolkit.safe_text import visible
+from toolkit.text import visible
 
 
 @click.group("runs", invoke_without_command=True)
@@ -22,7 +22,7 @@ def runs(ctx: click.Context, as_json: bool, store_dir: str | None) -> None:
     import polars as pl
 
     from toolkit.inputs import dumps
-    from toolkit.run_list import list_runs
+    from toolkit.analysis.run_list import list_runs
 
     store = open_store(store_dir)
     listed = list_runs(store)
@@ -61,8 +61,9 @@ def _store(ctx: click.Context, store_dir: str | None):
 @click.pass_context
 def rm_cmd(ctx: click.Context, run_ids: tuple[str, ...], yes: bool, store_dir: str | None) -> None:
     """Remove runs (their answers, judgments and decisions); asks first unless --yes."""
-    from toolkit import database_refresh  # noqa: F401  (subscribes: registered `bedside db` files follow the removal)
-    from toolkit.run_list import removal_counts
+    from toolkit.sql import follow_commits
+    follow_commits()  # registered `bedside db` files follow the removal
+    from toolkit.analysis.run_list import removal_counts
     from toolkit.store.runs_ops import delete_run
 
     store = _store(ctx, store_dir)
@@ -91,7 +92,8 @@ def rm_cmd(ctx: click.Context, run_ids: tuple[str, ...], yes: bool, store_dir: s
 @click.pass_context
 def rename_cmd(ctx: click.Context, old: str, new: str, store_dir: str | None) -> None:
     """Give a run another id (the new id must not exist)."""
-    from toolkit import database_refresh  # noqa: F401  (subscribes: registered `bedside db` files follow the rename)
+    from toolkit.sql import follow_commits
+    follow_commits()  # registered `bedside db` files follow the rename
     from toolkit.store.runs_ops import rename_run
 
     store = _store(ctx, store_dir)

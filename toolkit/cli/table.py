@@ -14,7 +14,7 @@ import re
 import shutil
 from typing import Any, Iterable, Mapping, Sequence
 
-from toolkit.safe_text import visible
+from toolkit.text import visible
 
 WIDE_KEY = "bedside.wide"  # set by --wide in the command's context
 FOLD_WIDTH = 24  # a long text cell may wrap down to this width; numbers and short cells never wrap

@@ -32,7 +32,7 @@ from toolkit.collect.plan import make_plan, read_stored_work
 from toolkit.collect.progress import Counts
 from toolkit.collect.reach import refuse_unreachable
 from toolkit.collect.runner import ClientPool, CollectJob, JobClients, RunReport, quarantine_notes
-from toolkit.journal import RunJournal
+from toolkit.collect.journal import RunJournal
 from toolkit.store import Store
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")

@@ -21,7 +21,7 @@ from toolkit.collect.progress import Counts
 from toolkit.collect.reply import InvalidResponse, reply_fields
 from toolkit.collect.wire import load_reply
 from toolkit.collect.runner import CollectJob, JobClients
-from toolkit.journal import RunJournal
+from toolkit.collect.journal import RunJournal
 
 Tries = dict[Any, int]
 

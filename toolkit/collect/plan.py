@@ -14,13 +14,15 @@ from typing import Any
 
 import polars as pl
 
-from toolkit import database_refresh  # noqa: F401  (subscribes: registered `bedside db` files follow these commits)
+from toolkit.sql import follow_commits
 from toolkit import protocol
 from toolkit.collect.judge import CaseToJudge
 from toolkit.collect.settings import CollectSettings
-from toolkit.journal import pending_rows
+from toolkit.collect.journal import pending_rows
 from toolkit.store import Store, StoreError
 from toolkit.tables import to_arrow
+
+follow_commits()  # registered `bedside db` files follow this process's commits
 
 
 @dataclass(frozen=True)

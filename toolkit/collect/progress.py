@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Callable, TextIO
 
 from toolkit.collect.client import AdaptiveLimit, CallStats
-from toolkit.safe_text import visible
+from toolkit.text import visible
 
 
 @dataclass

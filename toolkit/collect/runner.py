@@ -28,7 +28,7 @@ from toolkit.collect.reach import refuse_unreachable
 from toolkit.collect.progress import Counts, Tracker, View, ViewFactory, view_factory
 from toolkit.collect.settings import CollectSettings, Endpoint
 from toolkit.failures import Cause, causes_line, causes_of
-from toolkit.journal import RunJournal
+from toolkit.collect.journal import RunJournal
 from toolkit.store import Store
 
 RAMP_STEP_S = 0.001  # workers start this far apart (see Collector._worker)

@@ -182,7 +182,7 @@ def _write(target: Path, built: dict, options: ReportOptions, a: Analyses) -> di
                 if f.data is not None:
                     tables[f"figure_{f.key}"] = f.data
         tables.update(built["extra"])
-        from toolkit.spreadsheet import write_csv  # formula-like text cells neutralised
+        from toolkit.text import write_csv  # formula-like text cells neutralised
 
         for key, frame in sorted(tables.items()):
             # 12 decimals: far below any reported digit, and above the last-bit noise of a parallel sum whose

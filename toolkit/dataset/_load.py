@@ -35,9 +35,9 @@ import polars as pl  # noqa: E402
 from toolkit import protocol
 from toolkit.inputs import (DATASET_FILE_LIMIT, InputError, field_path, inside, is_plain_name, open_regular,
                             parse_json, read_text, shorten)
-from toolkit.tables import TABLES
+from toolkit.dataset._frames import frames as _frames
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]  # a source checkout's root (not used by installed wheels)
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # a source checkout's root (not used by installed wheels)
 
 
 @cache
@@ -165,7 +165,8 @@ def load_dataset(path: str | os.PathLike[str] | None = None) -> Dataset:
     if problems:
         raise DatasetError(problems)
     raw = tuple(case for _, case in located)
-    return Dataset(source, raw, digest(raw), *_frames(raw))
+    sha = digest(raw)
+    return Dataset(source, raw, sha, *_frames(raw, sha))
 
 
 def validate_dataset(path: str | os.PathLike[str] | None = None) -> list[Problem]:
@@ -381,46 +382,3 @@ def _check_cases(located: Located, known: set[str], problems: list[Problem]) -> 
             seen_items.setdefault(item["item_id"], where)
         if method == protocol.POINTS_RUBRIC and not any(i["points"] > 0 for i in case["rubric_items"]):
             problems.append(Problem(where, "rubric_items", "a points_rubric case needs at least one positive item"))
-
-
-def _frames(raw: tuple[dict[str, Any], ...]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    sha = digest(raw)
-    cases = pl.DataFrame(
-        {
-            "dataset_sha256": [sha] * len(raw),
-            "case_id": [c["case_id"] for c in raw],
-            "benchmark": [c["benchmark"] for c in raw],
-            "grading_method": [c["grading_method"] for c in raw],
-            "prompt": [c["prompt"] for c in raw],
-            "split": [c.get("split") for c in raw],
-            "position": list(range(len(raw))),
-            "n_items": [len(c["rubric_items"]) for c in raw],
-        },
-        schema=_polars_schema("cases"),
-    )
-    items = [
-        (c["case_id"], c["benchmark"], c["grading_method"], it["item_id"], i, it["text"], float(it["points"]))
-        for c in raw for i, it in enumerate(c["rubric_items"])
-    ]
-    cols = list(zip(*items)) if items else [[]] * 7
-    f1 = pl.col("grading_method") == protocol.F1_WEIGHTED_RUBRIC
-    klass = pl.col("points").cast(pl.Int32).replace_strict(
-        {int(k): v for k, v in protocol.POINTS_TO_CLASS.items()}, default=None, return_dtype=pl.Int32)
-    rubric = pl.DataFrame(
-        {
-            "dataset_sha256": [sha] * len(items),
-            "case_id": cols[0], "benchmark": cols[1], "grading_method": cols[2],
-            "item_id": cols[3], "item_index": cols[4], "text": cols[5], "points": cols[6],
-        },
-        schema={k: v for k, v in _polars_schema("rubric_items").items() if k not in ("severity_class", "weight")},
-    ).with_columns(
-        severity_class=pl.when(f1).then(klass),
-    ).with_columns(
-        weight=pl.col("severity_class").replace_strict(
-            {k: float(v) for k, v in protocol.CLASS_WEIGHT.items()}, default=None, return_dtype=pl.Float64),
-    )
-    return cases, rubric
-
-
-def _polars_schema(table: str) -> dict[str, pl.DataType]:
-    return dict(pl.from_arrow(TABLES[table].schema.empty_table()).schema)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from toolkit import protocol
-from toolkit.derived_views import DERIVED, View
+from toolkit.sql._derived_views import DERIVED, View
 from toolkit.tables import TABLES
 
 # Storage columns the views leave out: ``runs.write_ids`` is the store's commit point, not data.
@@ -167,7 +167,7 @@ def dictionary() -> str:
     """The derived views' data dictionary (Markdown), for ``schemas/tables.md``."""
     out = ["## Derived views", "",
            "`bedside sql`, `bs.connect(store)` and the database file of `bedside db` define these views over the",
-           "tables above, from one definition each (`toolkit/derived_views.py`), in plain DuckDB SQL: the numbers",
+           "tables above, from one definition each (`toolkit/sql/_derived_views.py`), in plain DuckDB SQL: the numbers",
            "equal the toolkit's scoring and summaries exactly. Their settings: each run's primary judge, all its",
            "passes, and the `auto` order (the reference order, with the scores the source file reported, for",
            "imported runs; dataset order, recomputed, for collected ones); `bs.connect` takes other settings.", ""]

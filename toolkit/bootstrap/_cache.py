@@ -1,4 +1,5 @@
-"""A persistent cache of derived resample-index tables, in the user's cache directory.
+"""The caches of derived resample draws: in memory (``MemoryCache``, bounded in bytes) and, for whole
+index tables, a persistent one in the user's cache directory.
 
 Rebuilding the reference's resample indices costs about a second for a 500-case
 dataset at 10,000 resamples; they depend only on (sizes, samples, seed) and on the
@@ -28,9 +29,10 @@ import threading
 import os
 import stat
 import time
+from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
-from typing import Final
+from typing import Callable, Final
 
 import numpy as np
 
@@ -168,3 +170,35 @@ def _bound(folder: Path, keep: Path) -> None:
                 total -= size
             except OSError:
                 pass
+
+
+class MemoryCache:
+    """Least recently used tuples of arrays, bounded in bytes, stored read-only."""
+
+    def __init__(self, limit: int, lock: threading.RLock) -> None:
+        self._items: OrderedDict[tuple, tuple[np.ndarray, ...]] = OrderedDict()
+        self._bytes, self._limit, self._lock = 0, limit, lock
+
+    def get(self, key: tuple, make: Callable[[], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+                return item
+        # Made outside the lock, so that threads summarising other runs go on meanwhile; two threads may
+        # make the same item (the same arrays: made from the seed alone), the first one stored is kept.
+        return self.put(key, make())
+
+    def put(self, key: tuple, item: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        """Store ``item`` unless the key is there already; the stored item."""
+        with self._lock:
+            if key in self._items:
+                return self._items[key]
+            for array in item:
+                array.setflags(write=False)  # shared by every caller
+            self._items[key] = item
+            self._bytes += sum(a.nbytes for a in item)
+            while self._bytes > self._limit and len(self._items) > 1:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= sum(a.nbytes for a in old)
+            return item

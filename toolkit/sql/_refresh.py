@@ -1,6 +1,6 @@
 """DuckDB database files that mirror a store (``bedside db``), kept current by every store commit.
 
-A database file written by ``toolkit.database`` holds views over the store's current Parquet files. Each
+A database file written by ``toolkit.sql._database`` holds views over the store's current Parquet files. Each
 such file is listed in ``<store>/.databases.json``; this module subscribes to the store's commits
 (``Store.subscribe``, when it is imported: the modules that write to a store import it) and, after every
 commit that changes which files are live (a run's commit, delete, rename, compaction), rewrites their base
@@ -171,7 +171,7 @@ def is_ours(con, root: Path | None = None) -> bool:
 
 def rewrite(con, files: dict[str, list[str]], version: int | None) -> None:
     """Point the base views of an open database at ``files`` and record ``version``, in one transaction."""
-    from toolkit.views import base_view
+    from toolkit.sql._views import base_view
 
     con.execute("BEGIN TRANSACTION")
     try:

@@ -7,20 +7,19 @@ A seed's outputs are generated once, in pieces kept in a bounded cache together
 with what is derived from them (per piece, the positions a size accepts), so a
 benchmark's draws are a slice; the stratified pass, which mixes sizes, decides
 only the outputs whose fate depends on the draw they serve, in one tight loop.
-Used by ``toolkit.bootstrap``.
+Used by ``toolkit.bootstrap._reference``.
 """
 
 from __future__ import annotations
 
 import random
 import threading
-from collections import OrderedDict
 from functools import lru_cache
 from typing import Callable, Final, Sequence
 
 import numpy as np
 
-from toolkit import index_cache
+from toolkit.bootstrap import _cache as index_cache
 
 _MAX_SIZE: Final = 2**32 - 1  # beyond this randrange reads more than one 32-bit word per try
 _PIECE: Final = 1 << 20  # outputs per cached piece of a seed's stream (4 MB)
@@ -33,39 +32,7 @@ _CACHE_ENTRIES: Final = 4  # index sets of distinct size tuples (5-10 MB each at
 _LOCK: Final = threading.RLock()  # guards the caches (each seed's generator has a lock of its own)
 
 
-class _Cache:
-    """Least recently used tuples of arrays, bounded in bytes, stored read-only."""
-
-    def __init__(self, limit: int) -> None:
-        self._items: OrderedDict[tuple, tuple[np.ndarray, ...]] = OrderedDict()
-        self._bytes, self._limit = 0, limit
-
-    def get(self, key: tuple, make: Callable[[], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
-        with _LOCK:
-            item = self._items.get(key)
-            if item is not None:
-                self._items.move_to_end(key)
-                return item
-        # Made outside the lock, so that threads summarising other runs go on meanwhile; two threads may
-        # make the same item (the same arrays: made from the seed alone), the first one stored is kept.
-        return self.put(key, make())
-
-    def put(self, key: tuple, item: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
-        """Store ``item`` unless the key is there already; the stored item."""
-        with _LOCK:
-            if key in self._items:
-                return self._items[key]
-            for array in item:
-                array.setflags(write=False)  # shared by every caller
-            self._items[key] = item
-            self._bytes += sum(a.nbytes for a in item)
-            while self._bytes > self._limit and len(self._items) > 1:
-                _, old = self._items.popitem(last=False)
-                self._bytes -= sum(a.nbytes for a in old)
-            return item
-
-
-_CACHE: Final = _Cache(_CACHE_BYTES)
+_CACHE: Final = index_cache.MemoryCache(_CACHE_BYTES, _LOCK)
 
 
 class _SeedOutputs:
@@ -389,7 +356,7 @@ def _indices(sizes: tuple[int, ...], samples: int, seed: int
     Both passes are kept as one (2, sum(sizes), samples) table, each array a transposed
     view: a resample mean gathers column by column, so a column of draws is a contiguous
     row here. The table is read from the user's cache directory when a verified copy is
-    there (toolkit.index_cache), else made and stored.
+    there (toolkit.bootstrap._cache), else made and stored.
     """
     shape, dtype = (2, sum(sizes), samples), np.dtype(_index_dtype(sizes))
     worth_storing = samples * shape[1] >= index_cache.MIN_DRAWS

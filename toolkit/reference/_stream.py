@@ -17,7 +17,7 @@ import polars as pl
 
 from toolkit.dataset import Problem
 from toolkit.inputs import RESULT_FILE_LIMIT, InputError, open_regular, parse_json
-from toolkit.reference_checks import RowChecker
+from toolkit.reference._checks import RowChecker
 from toolkit.scoring import pass_scores
 from toolkit.tables import to_arrow
 

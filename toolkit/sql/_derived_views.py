@@ -2,7 +2,7 @@
 
 Every step mirrors a toolkit function (named in each doc) so the numbers are the toolkit's; the macros
 (``bs_*``) and the placeholders (``{selection}``, ``{order}``, protocol constants, ``{sums_*}``, ``{fsum_*}``) are
-filled in by ``toolkit.views``. Plain data: no engine is imported here.
+filled in by ``toolkit.sql._views``. Plain data: no engine is imported here.
 """
 
 from __future__ import annotations

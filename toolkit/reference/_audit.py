@@ -1,7 +1,7 @@
 """Audit a published reference result file: every disagreement between its rows, its summary, the
 rubric and the dataset, listed (not only the first, as import does) as ``file:line: field: message``.
 
-Row rules are the import's (``toolkit.reference``), scores the project's scoring (``pass_scores``),
+Row rules are the import's (``toolkit.reference._read``), scores the project's scoring (``pass_scores``),
 intervals the reference-exact bootstrap with the summary's own seed and sample count. The summary is
 recomputed the way the reference runner writes it: from the scores the rows record, cases in the
 order their first successful row fixed, only cases of the dataset.
@@ -24,7 +24,7 @@ from toolkit import protocol
 from toolkit.bootstrap import BootstrapSettings, reference_intervals
 from toolkit.dataset import Dataset, Problem, load_dataset
 from toolkit.inputs import RESULT_FILE_LIMIT, InputError, decode_utf8, open_regular, parse_json, read_text, shorten
-from toolkit.reference import _check_row
+from toolkit.reference._read import _check_row
 from toolkit.scoring import pass_scores, reference_components
 from toolkit.summary import SUMMARY_FIELDS
 

@@ -1,6 +1,6 @@
 """Reference-runner interop: import its append-only JSONL result files (one or many), export ours in its format.
 
-An import streams: a file is read and checked line by line (``toolkit.reference_stream``) and its rows go
+An import streams: a file is read and checked line by line (``toolkit.reference._stream``) and its rows go
 to the store a chunk at a time, all under one write id that stays invisible until the run's single runs
 commit; a file with a bad row anywhere (its last line, say) ends with no runs commit and its rows swept.
 A bulk import puts the rows of several small files into one data commit per table, and still gives each
@@ -17,14 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit import database_refresh  # noqa: F401  (subscribes: registered `bedside db` files follow these commits)
+from toolkit.sql import follow_commits
 from toolkit import protocol
 from toolkit.dataset import Dataset, Problem
 from toolkit.inputs import MiB
-from toolkit.reference_checks import _check_row, checker  # noqa: F401  (_check_row: the audit's row rules)
-from toolkit.reference_export import export_reference  # noqa: F401  (public here since before the split)
-from toolkit.reference_stream import FileRows, ImportError_, Problems, check_scores, iter_result_rows
+from toolkit.reference._checks import _check_row, checker  # noqa: F401  (_check_row: the audit's row rules)
+from toolkit.reference._export import export_reference  # noqa: F401  (public here since before the split)
+from toolkit.reference._stream import FileRows, ImportError_, Problems, check_scores, iter_result_rows
 from toolkit.store import Store, StoreError
+
+follow_commits()  # registered `bedside db` files follow this process's commits
 
 CHUNK_BYTES = 32 * MiB  # lines of a file held as rows before they go to the store in one data commit
 BATCH_FILES = 50  # small files whose rows share one data commit per table (each keeps its own runs commit)

@@ -35,7 +35,7 @@ from typing import Final, Literal, Mapping, Sequence
 
 import numpy as np
 
-from toolkit.mt_draws import MT19937Stream, cached_indices, check_sizes
+from toolkit.bootstrap._draws import MT19937Stream, cached_indices, check_sizes
 from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, CI_HIGH, CI_LOW
 
 __all__ = ["BootstrapSettings", "DEFAULT_SUMMATION", "Intervals", "MT19937Stream", "Summation", "percentile_reference",

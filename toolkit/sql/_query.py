@@ -1,6 +1,6 @@
 """A DuckDB connection over the store: every table as a view, plus derived relations.
 
-The views are ``toolkit.views``' statements, the same ones ``bedside db`` writes into a database file:
+The views are ``toolkit.sql._views``' statements, the same ones ``bedside db`` writes into a database file:
 the tables (their schema's columns and types, over the current snapshot's Parquet files) and the derived
 ``pass_scores``, ``case_scores``, ``benchmark_scores`` and ``run_summary``, in SQL that gives the
 toolkit's numbers exactly. Bootstrap intervals are not SQL: ``run_intervals`` is filled here with
@@ -21,8 +21,8 @@ from typing import Callable, TypeVar
 import duckdb
 import polars as pl
 
-from toolkit import views
-from toolkit.locked_connection import LockedConnection, explained, parsed
+from toolkit.sql import _views as views
+from toolkit.sql._connection import LockedConnection, explained, parsed
 from toolkit.selection import read_runs
 from toolkit.store import Store, StoreError
 from toolkit.summary import SummaryOptions, summarize_data
@@ -55,7 +55,7 @@ def connect(store: Store, derived: tuple[str, ...] = DERIVED, options: SummaryOp
     (``enable_external_access=false`` with ``allowed_paths``), Python variables are no longer
     scanned as tables, and the configuration is locked, so ``read_text('/etc/passwd')``,
     ``ATTACH``, ``INSTALL``/``LOAD`` and ``COPY`` to any other file fail. DuckDB would still write
-    the snapshot files themselves, so the connection comes wrapped (``toolkit.locked_connection``):
+    the snapshot files themselves, so the connection comes wrapped (``toolkit.sql._connection``):
     ``COPY``, ``EXPORT`` and ``ATTACH`` statements and a relation's ``to_parquet``/``to_csv`` are
     refused (``ReadOnlyRefused``, a ``duckdb.PermissionException``). ``con.register`` of your own
     frames, temporary tables and views still work. ``read_only=False``: the same views on an unrestricted connection (to ``COPY`` results out or
@@ -85,7 +85,7 @@ def view_options(options: SummaryOptions) -> views.ViewOptions:
 
 
 def build(con: duckdb.DuckDBPyConnection, files: dict[str, list[str]], options: SummaryOptions) -> None:
-    """Run ``toolkit.views``' statements on ``con``; StoreError naming a damaged part file."""
+    """Run ``toolkit.sql._views``' statements on ``con``; StoreError naming a damaged part file."""
     for statement in views.statements(files, view_options(options)):
         try:
             con.execute(statement)

@@ -24,10 +24,12 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from toolkit import database_refresh  # noqa: F401  (subscribes: registered `bedside db` files follow these commits)
+from toolkit.sql import follow_commits
 from toolkit.store import Store, StoreError
 from toolkit.store.runs_ops import compact_run
 from toolkit.tables import RUN_TABLES, TABLES, to_arrow
+
+follow_commits()  # registered `bedside db` files follow this process's commits
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A run is compacted when a collection ends only once it holds more writes than this (each checkpoint adds

@@ -1,13 +1,13 @@
 """``bedside db``: a DuckDB database file over the store, for the DuckDB CLI, DBeaver or a BI tool.
 
 The file holds no copy of the data: the tables are views over the store's current Parquet files (absolute
-paths) and the derived relations are SQL views over them (``toolkit.views``, the definitions
+paths) and the derived relations are SQL views over them (``toolkit.sql._views``, the definitions
 ``bedside sql`` uses), so any DuckDB >= 1.3 opens it with no extension to load. Two small tables are
 real: ``run_intervals`` (the bootstrap intervals, which are not SQL, computed at write time) and
 ``bedside_info`` (the store it mirrors and the store version it reflects).
 
 Staying current: the file is registered with the store, and every store write rewrites its base views'
-file lists (``toolkit.database_refresh``, a subscriber of the store's commits); running ``bedside db --out
+file lists (``toolkit.sql._refresh``, a subscriber of the store's commits); running ``bedside db --out
 FILE`` again rebuilds it whole (and recomputes the intervals). A rebuild is written to a temporary file beside FILE and renamed over it, so a
 reader never sees half a database, and a failed one leaves FILE as it was.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import duckdb
 
-from toolkit import database_refresh
-from toolkit.sql import build, fill_intervals
+from toolkit.sql import _refresh as database_refresh
+from toolkit.sql._query import build, fill_intervals
 from toolkit.store import Store, StoreError
 from toolkit.summary import SummaryOptions
 

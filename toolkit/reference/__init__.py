@@ -1,0 +1,8 @@
+"""Interop with the reference runner: import its JSONL result files into the store (one or many, checked
+row by row), export runs in its format, and audit a published file against its own summary."""
+
+from toolkit.reference._audit import AuditReport, audit_file
+from toolkit.reference._read import ImportFailure, export_reference, import_many, import_reference, result_files
+
+__all__ = ["AuditReport", "ImportFailure", "audit_file", "export_reference", "import_many", "import_reference",
+           "result_files"]
