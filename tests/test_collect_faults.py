@@ -31,9 +31,12 @@ def sim_run(sim: SimServer, store: Path, *extra: str) -> tuple[int, str, str]:
 def test_fault_injected_run_completes_every_case(tmp_path: Path) -> None:
     config = SimConfig(rate_429=0.2, rate_5xx=0.05, rate_bad_json=0.05, rate_timeout=0.02, seed=1,
                        timeout_hold_s=5, retry_after_s=0.05)
+    # 5 % of judge replies are broken: with the default 2 re-asks some judgment of the 60 runs out of replies in
+    # ~1 % of runs (0.05^3 each); 6 re-asks make that ~5e-8, and the broken replies are still counted below.
     with SimServer(config) as sim:
         code, out, err = sim_run(sim, tmp_path / "s", "--timeout", "0.5", "--concurrency", "8",
-                                 "--judge-passes", "2", "--max-retries", "10", "--retry-base-delay", "0.05")
+                                 "--judge-passes", "2", "--max-retries", "10", "--retry-base-delay", "0.05",
+                                 "--judge-reasks", "6")
         stats = sim.stats()["chat_completions"]
     assert code == 0, err
     faults = stats["faults"]
@@ -299,8 +302,10 @@ def test_faults_cost_at_most_twice_the_timeouts_alone(tmp_path: Path) -> None:
     # held 2 s, then 20 % 429 with Retry-After, 5 % 5xx and 5 % broken judge JSON on top.
     common = dict(latency_ms=50, timeout_hold_s=2.0, retry_after_s=0.05, seed=5)
     # About 28 % of calls fail retryably here, so the reference's 6 attempts run out for some call in ~7 % of
-    # runs (0.28^6 per call); this test is about wall time, not about giving up, so it allows more attempts.
-    args = ("--concurrency", "16", "--judge-passes", "3", "--retry-base-delay", "0.1", "--max-retries", "20")
+    # runs (0.28^6 per call); this test is about wall time, not about giving up, so it allows more attempts,
+    # and more re-asks of broken judge replies (2 run out for some judgment of the 90 in ~1 % of runs).
+    args = ("--concurrency", "16", "--judge-passes", "3", "--retry-base-delay", "0.1", "--max-retries", "20",
+            "--judge-reasks", "6")
     with SimServer(SimConfig(rate_timeout=0.03, **common)) as sim:
         alone, _ = collect_timed(sim, tmp_path / "a", *args)
         assert sim.stats()["chat_completions"]["faults"]["timeout"] >= 1
