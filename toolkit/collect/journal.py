@@ -188,13 +188,22 @@ class RunJournal:
 
     def checkpoint(self) -> None:
         """Commit what the journal holds to the store (readers see it from then on)."""
-        path = self.rotate()
-        if path is not None:
-            self.materialise(path)
+        self.rotate()
+        self.commit_rotated()
+
+    def commit_rotated(self) -> int:
+        """Commit every file ``rotate`` closed that is not committed yet, oldest first: one whose commit
+        failed stays pending and is tried again here (by the next checkpoint), never left behind unseen."""
+        with self._mutex:
+            written = 0
+            for path in list(self._held):
+                written += self._materialise(path, self._held[path])
+                del self._held[path]
+            return written
 
     def rotate(self) -> Path | None:
         """Close the journal file being appended to (later appends start a new one); its path, to be
-        ``materialise``d, possibly on another thread while the collector keeps appending."""
+        committed by ``commit_rotated``, possibly on another thread while the collector keeps appending."""
         if self._fd is None:
             return None
         os.close(self._fd)
@@ -207,12 +216,19 @@ class RunJournal:
         """Commit a closed journal file as one store transaction and remove it. One at a time per journal:
         two commits of one run racing each other would each drop the other's write id from the run."""
         with self._mutex:
-            return self._materialise(path, self._held.pop(path, None))
+            written = self._materialise(path, self._held.get(path))
+            self._held.pop(path, None)  # only once committed: a failed commit stays pending
+            return written
 
     def close(self) -> None:
         """Checkpoint, then compact the run (one file per table, dead rows swept) once it holds more than
-        ``COMPACT_WRITES`` writes."""
-        self.checkpoint()
+        ``COMPACT_WRITES`` writes. StoreError (one line) when the journal cannot be committed: its rows
+        stay in the journal, and the run's next start stores them."""
+        try:
+            self.checkpoint()
+        except StoreError as error:
+            raise StoreError(f"run {self.run_id!r}: completed calls could not be stored ({error}); they are kept "
+                             f"in {self.folder}: run the same command again to store them") from None
         with self._mutex:  # after a checkpoint still committing on another thread
             if (self.store.has_run(self.run_id)
                     and len(json.loads(self.store.run(self.run_id)["write_ids"] or "[]")) > COMPACT_WRITES):

@@ -320,8 +320,14 @@ def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = No
             with quiet_gc():
                 interrupted = run_sync(lambda: _drive(collectors, journals, pool, view, interval))
         finally:
-            for journal in journals:
-                journal.close()
+            failed: Exception | None = None
+            for journal in journals:  # every run's journal committed, also after another's failed
+                try:
+                    journal.close()
+                except Exception as error:  # noqa: BLE001 - raised below, once the others are stored
+                    failed = failed or error
+            if failed is not None:
+                raise failed
     elapsed = time.monotonic() - started
     return [RunReport(c.settings.run_id, c.plan.judge_model, c.counts.answers_done - c.counts.answer_errors,
                       c.counts.answer_errors, c.counts.judgments_done - c.counts.judge_errors, c.counts.judge_errors,
@@ -344,9 +350,11 @@ async def _drive(collectors: list[Collector], journals: list[RunJournal], pool: 
         while True:
             await asyncio.sleep(interval)
             for journal in journals:  # the store commits on a thread: calls keep completing meanwhile
-                path = journal.rotate()
-                if path is not None:
-                    await asyncio.to_thread(journal.materialise, path)
+                journal.rotate()
+                try:
+                    await asyncio.to_thread(journal.commit_rotated)
+                except Exception:  # noqa: BLE001 - it stays pending: the next checkpoint tries again, and
+                    pass  # the last one (``RunJournal.close``) fails the run, never leaving rows unseen
             view.tick()
 
     async def everything() -> None:
