@@ -69,7 +69,7 @@ def compare(store: Store, run_ids: list[str], options: CompareOptions = CompareO
 
 def _dataset_benchmarks(data: RunData, run_ids: list[str]) -> int:
     """How many benchmarks the compared runs' dataset(s) have: a ranked run covers every one of them."""
-    digests = data.runs.filter(pl.col("run_id").is_in(run_ids))["dataset_sha256"].unique()
+    digests = data.runs.filter(pl.col("run_id").is_in(run_ids))["dataset_sha256"].unique().to_list()
     return data.cases.filter(pl.col("dataset_sha256").is_in(digests))["benchmark"].n_unique()
 
 

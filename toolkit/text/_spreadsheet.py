@@ -9,18 +9,21 @@ columns (and the header) are touched; numbers stay numbers, so a negative delta 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-import polars as pl
+if TYPE_CHECKING:
+    import polars as pl
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_TEXT = (pl.String, pl.Categorical, pl.Enum)
 _PATTERN = "^[=+\\-@\t\r]"
 
 
 def neutralised(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with every text cell (and column name) that a spreadsheet would read as a formula
     prefixed with ``'``; other cells and columns unchanged."""
-    text = [name for name, dtype in frame.schema.items() if isinstance(dtype, _TEXT)]
+    import polars as pl  # here: the terminal half of toolkit.text is imported by commands that need no polars
+
+    text = [name for name, dtype in frame.schema.items() if isinstance(dtype, (pl.String, pl.Categorical, pl.Enum))]
     out = frame.with_columns(
         pl.when(pl.col(name).cast(pl.String).str.contains(_PATTERN))
         .then(pl.lit("'") + pl.col(name).cast(pl.String))
