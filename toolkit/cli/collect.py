@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import click
 
 from toolkit import protocol
-from toolkit.cli.common import CommandError, dataset_option, emit, say, store_option, wide_option
+from toolkit.cli.common import CommandError, emit, say
+from toolkit.cli.options import dataset_option, store_option, wide_option
 from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES, DEFAULT_JUDGE_REASKS,
                                       DEFAULT_MAX_REPLY_BYTES, DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY,
                                       DEFAULT_TIMEOUT_S, FLOAT_RANGES,
