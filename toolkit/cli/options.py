@@ -50,6 +50,11 @@ def run_options(func: Callable) -> Callable:
     return click.option("--run", "run_ids", multiple=True, help="Run id (repeatable).")(func)
 
 
+def one_run_option(help: str) -> Callable[[Callable], Callable]:  # noqa: A002 - click's own name
+    """``--run ID`` (``run_id``) for a command about one run; the help says what it does with it."""
+    return click.option("--run", "run_id", required=True, help=help)
+
+
 SCORING_JUDGE_HELP = "Score with this judge model (default: each run's judge)."
 SCORING_PASS_HELP = "Judge pass(es) to use (default: all)."
 

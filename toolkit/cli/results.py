@@ -10,7 +10,7 @@ import polars as pl
 
 from toolkit.bootstrap import BootstrapSettings
 from toolkit.cli.common import CommandError, Interrupted, emit, error_line, open_store, say, selected_runs
-from toolkit.cli.options import (RunChoice, dataset_option, format_option, judge_options, json_option,
+from toolkit.cli.options import (RunChoice, dataset_option, format_option, judge_options, json_option, one_run_option,
                                  resample_options, run_options, store_option, wide_option)
 from toolkit.inputs import dumps, finite_or_none
 from toolkit.selection import JudgeSelection
@@ -65,7 +65,7 @@ def _print_report(report, file) -> None:
 
 
 @click.command("export")
-@click.option("--run", "run_id", required=True, help="Run to export.")
+@one_run_option("Run to export.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output .jsonl path.")
 @store_option
 def export_cmd(run_id: str, out: str, store_dir: str | None) -> None:
