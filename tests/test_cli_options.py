@@ -51,13 +51,14 @@ def test_the_python_api_gives_the_same_message() -> None:
 
 
 def test_option_records_are_built_by_keyword() -> None:
-    from toolkit.analysis import AgreementOptions, CompareOptions, HarmOptions, ItemOptions, ResampleSettings
+    from toolkit.analysis import (AgreementOptions, CompareOptions, HarmOptions, ItemOptions, NoiseOptions,
+                                  ResampleSettings)
     from toolkit.bootstrap import BootstrapSettings
     from toolkit.report import ReportOptions
     from toolkit.summary import SummaryOptions
 
-    for record in (CompareOptions, ItemOptions, HarmOptions, AgreementOptions, ReportOptions, SummaryOptions,
-                   BootstrapSettings):
+    for record in (CompareOptions, ItemOptions, HarmOptions, AgreementOptions, NoiseOptions, ReportOptions,
+                   SummaryOptions, BootstrapSettings):
         with pytest.raises(TypeError):
             record(ResampleSettings())
 
