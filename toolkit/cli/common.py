@@ -1,4 +1,5 @@
-"""What every command shares: options, output formats, and one-line errors."""
+"""What every command shares: one-line errors, the store and its runs, and output as tables, CSV or JSON
+(the options they share are in ``toolkit.cli.options``)."""
 
 from __future__ import annotations
 
