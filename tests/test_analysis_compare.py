@@ -172,13 +172,13 @@ def test_mixed_datasets_and_judges_are_left_out_unless_allowed(tmp_path: Path, c
 
 
 def test_judge_and_pass_selection(four_runs: Store) -> None:
-    both = compare(four_runs, ["r0"], CompareOptions(ResampleSettings(100, 1))).leaderboard
-    second = compare(four_runs, ["r0"], CompareOptions(ResampleSettings(100, 1), selection=JudgeSelection(
+    both = compare(four_runs, ["r0"], CompareOptions(resamples=ResampleSettings(100, 1))).leaderboard
+    second = compare(four_runs, ["r0"], CompareOptions(resamples=ResampleSettings(100, 1), selection=JudgeSelection(
         passes=(2,)))).leaderboard
     assert both["passes"][0] == "1,2" and second["passes"][0] == "2"
     assert both["overall"][0] != second["overall"][0]
     with pytest.raises(ValueError, match="no completed case"):
-        compare(four_runs, ["r0"], CompareOptions(ResampleSettings(100, 1), selection=JudgeSelection(judge="nobody")))
+        compare(four_runs, ["r0"], CompareOptions(resamples=ResampleSettings(100, 1), selection=JudgeSelection(judge="nobody")))
 
 
 def test_cli_errors_are_one_line(four_runs: Store, capsys) -> None:

@@ -18,6 +18,7 @@ from toolkit.analysis.multiplicity import adjust
 from toolkit.analysis.paired import ResampleSettings, small_sample_note
 from toolkit.cli import main
 from toolkit.cli.common import selected_runs
+from toolkit.cli.options import RunChoice
 from toolkit.dataset import load_dataset
 from toolkit.selection import read_runs
 from toolkit.store import Store
@@ -119,7 +120,7 @@ def test_repeated_run_ids_count_once(store: Store, capsys) -> None:
     out = _json(capsys, "compare", "--run", "full", "--run", "twice", "--run", "full", "--store", str(store.root),
                 "--samples", "200", "--format", "json")
     assert [r["run_id"] for r in out["leaderboard"]] == ["full", "twice"] and len(out["pairwise"]) == 1
-    assert selected_runs(store, ("twice", "full", "twice", "full"), False) == ["twice", "full"]
+    assert selected_runs(store, RunChoice(ids=("twice", "full", "twice", "full"))) == ["twice", "full"]
     data = read_runs(store, ["twice", "full", "twice"])
     assert data.runs["run_id"].to_list() == ["twice", "full"]
     assert data.decisions.height == read_runs(store, ["twice", "full"]).decisions.height

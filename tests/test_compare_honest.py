@@ -81,7 +81,7 @@ def test_acceptance_only_complete_runs_are_ranked_on_every_resample(mixed_store:
 
 
 def test_not_ranked_runs_change_no_ranked_number(mixed_store: Store) -> None:
-    settings = CompareOptions(ResampleSettings(SAMPLES, 3))
+    settings = CompareOptions(resamples=ResampleSettings(SAMPLES, 3))
     every = compare(mixed_store, ["strong", "weak", "smoke", "partial"], settings)
     two = compare(mixed_store, ["strong", "weak"], settings)
     for name in ("leaderboard", "pairwise", "versus", "ranks"):
@@ -92,7 +92,7 @@ def test_not_ranked_runs_change_no_ranked_number(mixed_store: Store) -> None:
 def test_whether_a_run_is_ranked_depends_on_that_run_alone(mixed_store: Store) -> None:
     # Alone, the partial run covers every benchmark any compared run has; it is still not ranked, since the
     # benchmarks of the comparison are its dataset's, not those of the runs that happen to be compared.
-    settings = CompareOptions(ResampleSettings(SAMPLES, 3))
+    settings = CompareOptions(resamples=ResampleSettings(SAMPLES, 3))
     alone = compare(mixed_store, ["partial"], settings)
     assert alone.leaderboard.height == 0 and alone.not_ranked["reason"].to_list() == ["covers 2 of 10 benchmarks"]
     every = compare(mixed_store, ["strong", "partial"], settings)
@@ -149,7 +149,7 @@ def test_a_baseline_that_is_not_ranked_is_one_line(mixed_store: Store) -> None:
     data = read_runs(mixed_store, ["strong", "weak", "smoke"], texts=False)
     one_line = r"^compare: baseline 'smoke' is not a ranked run \(1 case in 10 benchmarks\)$"
     with pytest.raises(ValueError, match=one_line):
-        compare_data(data, CompareOptions(ResampleSettings(100, 1), baseline="smoke"))
+        compare_data(data, CompareOptions(resamples=ResampleSettings(100, 1), baseline="smoke"))
 
 
 def test_report_and_forest_draw_the_pairs_as_compare_gives_them(mixed_store: Store) -> None:
@@ -244,7 +244,7 @@ def test_compare_means_equal_summary_to_the_bit(demo_store: Path) -> None:
 
     store = Store.open(demo_store)
     runs = store.run_ids()
-    cmp = compare(store, runs, CompareOptions(ResampleSettings(100, 1)))
+    cmp = compare(store, runs, CompareOptions(resamples=ResampleSettings(100, 1)))
     summaries = summarize(store, runs, SummaryOptions())
     overall = dict(zip(cmp.leaderboard["run_id"].to_list() + cmp.not_ranked["run_id"].to_list(),
                        cmp.leaderboard["overall"].to_list() + cmp.not_ranked["overall"].to_list()))

@@ -77,7 +77,7 @@ def test_reproducibility_block_says_what_was_compared(report, store):
 
 def test_numbers_equal_the_analysis_frames(report, store):
     page = _page(report)
-    cmp = compare(store, store.run_ids(), CompareOptions(ResampleSettings(SAMPLES, 7)))
+    cmp = compare(store, store.run_ids(), CompareOptions(resamples=ResampleSettings(SAMPLES, 7)))
     for r in cmp.leaderboard.iter_rows(named=True):
         cell = esc(f"{r['overall']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]")
         assert cell in page, r["run_id"]

@@ -79,6 +79,23 @@ BOOTSTRAP_SAMPLES: Final = 10_000
 BOOTSTRAP_SEED: Final = 42
 CI_LOW: Final = 0.025
 CI_HIGH: Final = 0.975
+# Far beyond where more resamples move a three-decimal interval; above it the draws outgrow memory.
+MAX_SAMPLES: Final = 1_000_000
+
+
+def check_samples(samples: object) -> int:
+    """The one rule for a resample count, for every command and settings record."""
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
+        raise ValueError(f"samples must be an int in [1, {MAX_SAMPLES}], got {samples!r}")
+    return samples
+
+
+def check_seed(seed: object) -> int:
+    """The one rule for a bootstrap seed: what numpy's generators take and the reference's
+    ``random.Random`` draws from (a negative seed would name the same stream as its absolute value)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    return seed
 
 
 def render_rubric_line(item_id: str, points: float, text: str) -> str:

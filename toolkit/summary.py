@@ -31,7 +31,7 @@ SUMMARY_FIELDS = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SummaryOptions:
     order: Order = "auto"
     bootstrap: BootstrapSettings = BootstrapSettings()

@@ -104,10 +104,10 @@ def measure(store_dir: str, samples: int, loop_pairs: int) -> dict:
     figures["engine_again_s"] = time.perf_counter() - t0  # same process, memory and code paths warm
     figures["pairs"] = engine.pairwise.height
     t0 = time.perf_counter()
-    full = compare_data(data, CompareOptions(settings))
+    full = compare_data(data, CompareOptions(resamples=settings))
     figures["compare_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    wide = compare_data(data, CompareOptions(settings, per_benchmark=True))
+    wide = compare_data(data, CompareOptions(resamples=settings, per_benchmark=True))
     figures["compare_per_benchmark_s"] = time.perf_counter() - t0
     figures["per_benchmark_rows"] = wide.pairwise.height
     figures["ranks"] = full.ranks.height

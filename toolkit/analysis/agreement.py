@@ -29,7 +29,7 @@ from toolkit.selection import RunData, latest_valid_decisions, scored_passes
 RATER = pl.format("{}#{}", pl.col("judge_model"), pl.col("judge_pass")).alias("rater")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AgreementOptions:
     judge: str | None = None  # only this judge's passes (default: every judge)
     passes: tuple[int, ...] | None = None

@@ -33,7 +33,7 @@ INTERVAL_NOTE = ("leaderboard and benchmark intervals: stratified t over cases (
                  "cover case sampling only, not answer or judge variance")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CompareOptions:
     resamples: ResampleSettings = field(default_factory=ResampleSettings)
     per_benchmark: bool = False  # pairwise rows per benchmark too (a Holm/BH family of their own)
@@ -121,7 +121,7 @@ def leaderboard_order(data: RunData, selection: JudgeSelection = JudgeSelection(
     table and figure lists runs in; store order when no run can be compared. Few resamples: they change
     ranks' intervals, never the order."""
     try:
-        cmp = compare_data(data, CompareOptions(ResampleSettings(100, 0), selection=selection))
+        cmp = compare_data(data, CompareOptions(resamples=ResampleSettings(samples=100, seed=0), selection=selection))
     except ValueError:
         return data.runs["run_id"].to_list()
     ids = cmp.leaderboard["run_id"].to_list() + cmp.not_ranked["run_id"].to_list() + cmp.excluded["run_id"].to_list()

@@ -43,7 +43,7 @@ METRICS = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HarmOptions:
     selection: JudgeSelection = field(default_factory=JudgeSelection)
     resamples: ResampleSettings | None = field(default_factory=ResampleSettings)

@@ -36,7 +36,7 @@ ALL_RUNS = "(all runs)"
 ITEM_COLUMNS = ("item_id", "case_id", "benchmark", "grading_method", "points", "severity_class", "text")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ItemOptions:
     selection: JudgeSelection = field(default_factory=JudgeSelection)
     benchmark: str | None = None  # restrict to one benchmark

@@ -38,7 +38,7 @@ from toolkit.selection import JudgeSelection, RunData, latest_valid_decisions, p
 Z95 = 1.959963984540054  # two-sided 95% normal quantile
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NoiseOptions:
     judge: str | None = None  # raters: only this judge's passes (pass-to-pass noise); default every judge
     passes: tuple[int, ...] | None = None  # raters: only these pass numbers

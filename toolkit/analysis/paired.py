@@ -39,7 +39,7 @@ from typing import Sequence
 
 import numpy as np
 
-from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, CI_HIGH, CI_LOW
+from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, CI_HIGH, CI_LOW, check_samples, check_seed
 
 _DRAW_CHUNK = 1 << 22  # indices drawn at once: bounds the index tensor's memory (32 MB)
 _PERCENTILE_ROWS = 32  # rows percentile_interval puts in order at once (2.5 MB at 10,000 resamples)
@@ -55,10 +55,8 @@ class ResampleSettings:
     seed: int = BOOTSTRAP_SEED
 
     def __post_init__(self) -> None:
-        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
-            raise ValueError(f"samples must be an int >= 1, got {self.samples!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
+        check_samples(self.samples)
+        check_seed(self.seed)
 
 
 @dataclass(frozen=True, eq=False)

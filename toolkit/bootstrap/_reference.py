@@ -36,7 +36,7 @@ from typing import Final, Literal, Mapping, Sequence
 import numpy as np
 
 from toolkit.bootstrap._draws import MT19937Stream, cached_indices, check_sizes
-from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, CI_HIGH, CI_LOW
+from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, CI_HIGH, CI_LOW, check_samples, check_seed
 
 __all__ = ["BootstrapSettings", "DEFAULT_SUMMATION", "Intervals", "MT19937Stream", "Summation", "percentile_reference",
            "reference_indices", "reference_intervals", "resample_means"]
@@ -48,7 +48,7 @@ SUMMATIONS: Final = ("sequential", "compensated")
 # interpreter's sum() does so a reference run under it is matched out of the box.
 DEFAULT_SUMMATION: Final[Summation] = "sequential" if sys.version_info < (3, 12) else "compensated"
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BootstrapSettings:
     """How to resample: count, generator seed, and which ``sum()`` to imitate."""
 
@@ -57,11 +57,8 @@ class BootstrapSettings:
     summation: Summation = DEFAULT_SUMMATION
 
     def __post_init__(self) -> None:
-        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 0:
-            raise ValueError(f"samples must be an int >= 0, got {self.samples!r}")
-        # An int seed only: None would seed from the OS and break the index cache.
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"seed must be an int, got {self.seed!r}")
+        check_samples(self.samples)
+        check_seed(self.seed)  # an int: None would seed from the OS and break the index cache
         if self.summation not in SUMMATIONS:
             raise ValueError(f"summation must be one of {SUMMATIONS}, got {self.summation!r}")
 

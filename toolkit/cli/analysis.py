@@ -21,16 +21,11 @@ from toolkit.analysis.harms import BOTH, NOTE as HARM_NOTE
 from toolkit.analysis.pairs import METHOD_NOTE as PAIRED_METHOD_NOTE
 from toolkit.analysis.paired import small_sample_note
 from toolkit.inputs import dumps
-from toolkit.cli.common import (CommandError, echo_json, emit, format_option, note_line, open_store,
-                                selected_runs, store_option)
+from toolkit.cli.common import echo_json, emit, note_line, open_store, selected_runs
+from toolkit.cli.options import (RunChoice, allow_mixed_option, check_paired_samples, format_option, judge_options,
+                                 resample_options, run_options, store_option)
 from toolkit.cli.table import COVERAGE, table_fits
-from toolkit.cli.results import bootstrap_options, selection_options
 from toolkit.selection import JudgeSelection, read_runs
-
-
-def run_options(func: Callable) -> Callable:
-    func = click.option("--all", "all_runs", is_flag=True, help="Every run in the store.")(func)
-    return click.option("--run", "runs", multiple=True, help="Run id (repeatable).")(func)
 
 
 def section_option(names: tuple[str, ...]) -> Callable:
@@ -158,43 +153,27 @@ def _harm_view(frame: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
     return out
 
 
-def _selection(judge: str | None, passes: tuple[int, ...]) -> JudgeSelection:
-    return JudgeSelection(judge=judge, passes=tuple(passes) or None)
-
-
-MIN_SAMPLES = 100  # below this the 2.5% and 97.5% percentiles rest on a couple of resamples
-
-
-def _paired_samples(samples: int, command: str) -> None:
-    """Paired intervals and p-values need a usable number of resamples: refuse fewer, with one line."""
-    if samples < MIN_SAMPLES:
-        raise CommandError([f"{command}: --samples must be >= {MIN_SAMPLES} for paired intervals and p-values "
-                            f"(got {samples})"])
-
-
 @click.command("compare")
 @run_options
 @click.option("--benchmarks", "per_benchmark", is_flag=True,
               help="Pairwise rows per benchmark too (Holm/BH over those rows: their own family).")
 @click.option("--baseline", default=None,
               help="Pair every other ranked run with this one (delta = run - baseline; Holm over those pairs).")
-@click.option("--allow-mixed", is_flag=True, help="Compare runs graded on different datasets or by different judges.")
+@allow_mixed_option
 @section_option(("leaderboard", "not_ranked", "benchmarks", "pairwise", "versus", "ranks", "separability",
                  "excluded"))
-@selection_options
-@bootstrap_options
+@judge_options()
+@resample_options()
 @format_option
 @store_option
-def compare_cmd(runs: tuple[str, ...], all_runs: bool, per_benchmark: bool, baseline: str | None, allow_mixed: bool,
-                section: str | None,
-                judge: str | None, passes: tuple[int, ...], samples: int, seed: int, fmt: str,
-                store_dir: str | None) -> None:
+def compare_cmd(runs: RunChoice, per_benchmark: bool, baseline: str | None, allow_mixed: bool, section: str | None,
+                selection: JudgeSelection, samples: int, seed: int, fmt: str, store_dir: str | None) -> None:
     """Leaderboard with intervals, paired differences of every two runs (Holm/BH-adjusted p) and rank intervals."""
-    _paired_samples(samples, "compare")
+    check_paired_samples(samples, "compare")
     store = open_store(store_dir)
-    data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
-    options = CompareOptions(ResampleSettings(samples, seed), per_benchmark, allow_mixed, _selection(judge, passes),
-                             baseline=baseline)
+    data = read_runs(store, selected_runs(store, runs), texts=False)
+    options = CompareOptions(resamples=ResampleSettings(samples=samples, seed=seed), per_benchmark=per_benchmark,
+                             allow_mixed=allow_mixed, selection=selection, baseline=baseline)
     result = compare_data(data, options)
     notes = result.notes + [f"{samples} paired resamples (seed {seed}) shared by the rank intervals",
                             PAIRED_METHOD_NOTE]
@@ -207,18 +186,18 @@ def compare_cmd(runs: tuple[str, ...], all_runs: bool, per_benchmark: bool, base
 @click.option("--benchmark", default=None, help="Only this benchmark's items.")
 @click.option("--ci", is_flag=True, help="Add intervals (cases resampled whole; Wilson for single items).")
 @section_option(("missed", "endorsed", "discriminating", "by_points", "runs", "items", "item_runs"))
-@selection_options
-@bootstrap_options
+@judge_options()
+@resample_options()
 @format_option
 @store_option
-def items_cmd(runs: tuple[str, ...], all_runs: bool, top: int, benchmark: str | None, ci: bool, section: str | None,
-              judge: str | None, passes: tuple[int, ...], samples: int, seed: int, fmt: str,
-              store_dir: str | None) -> None:
+def items_cmd(runs: RunChoice, top: int, benchmark: str | None, ci: bool, section: str | None,
+              selection: JudgeSelection, samples: int, seed: int, fmt: str, store_dir: str | None) -> None:
     """Rubric items: most missed positive items, most endorsed negative items, match rates by points,
     and item discrimination across runs."""
     store = open_store(store_dir)
-    data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
-    options = ItemOptions(_selection(judge, passes), benchmark, top, ResampleSettings(samples, seed) if ci else None)
+    data = read_runs(store, selected_runs(store, runs), texts=False)
+    options = ItemOptions(selection=selection, benchmark=benchmark, top=top,
+                          resamples=ResampleSettings(samples=samples, seed=seed) if ci else None)
     result = analyse_items(data, options)
     sections = result.sections()
     if section is None:
@@ -232,18 +211,18 @@ def items_cmd(runs: tuple[str, ...], all_runs: bool, top: int, benchmark: str | 
 @click.command("harms")
 @run_options
 @section_option(("harms",))
-@selection_options
-@bootstrap_options
+@judge_options()
+@resample_options()
 @format_option
 @store_option
-def harms_cmd(runs: tuple[str, ...], all_runs: bool, section: str | None, judge: str | None,
-              passes: tuple[int, ...], samples: int, seed: int, fmt: str, store_dir: str | None) -> None:
+def harms_cmd(runs: RunChoice, section: str | None, selection: JudgeSelection, samples: int, seed: int, fmt: str,
+              store_dir: str | None) -> None:
     """Harm analysis of the f1_weighted_rubric benchmarks: weighted precision/recall, severe omissions and
     commissions, omission vs commission share of errors, with intervals."""
     store = open_store(store_dir)
-    data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
-    frame = harms(data, HarmOptions(_selection(judge, passes), ResampleSettings(samples, seed)))
-    order = {run: i for i, run in enumerate(leaderboard_order(data, _selection(judge, passes)))}
+    data = read_runs(store, selected_runs(store, runs), texts=False)
+    frame = harms(data, HarmOptions(selection=selection, resamples=ResampleSettings(samples=samples, seed=seed)))
+    order = {run: i for i, run in enumerate(leaderboard_order(data, selection))}
     frame = frame.sort(pl.col("run_id").replace_strict(order, default=len(order), return_dtype=pl.Int64),
                        maintain_order=True)  # runs in leaderboard order, as in every table and figure
     # A run's cases in one F1 benchmark (the f1 metric counts every completed case).
@@ -254,21 +233,22 @@ def harms_cmd(runs: tuple[str, ...], all_runs: bool, section: str | None, judge:
 
 @click.command("agreement")
 @run_options
-@click.option("--judge", default=None, help="Only this judge's passes (default: every judge of the run).")
-@click.option("--pass", "passes", type=int, multiple=True, help="Judge pass(es) to include (default: all).")
+@judge_options(judge_help="Only this judge's passes (default: every judge of the run).",
+               pass_help="Judge pass(es) to include (default: all).")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Cases in the flips list.")
 @section_option(("summary", "pairs", "scores", "flips"))
-@bootstrap_options
+@resample_options()
 @format_option
 @store_option
-def agreement_cmd(runs: tuple[str, ...], all_runs: bool, judge: str | None, passes: tuple[int, ...], top: int,
-                  section: str | None, samples: int, seed: int, fmt: str, store_dir: str | None) -> None:
+def agreement_cmd(runs: RunChoice, selection: JudgeSelection, top: int, section: str | None, samples: int, seed: int,
+                  fmt: str, store_dir: str | None) -> None:
     """Agreement between the judge passes / judges of each run: percent agreement, Cohen's and Fleiss'
     kappa, Krippendorff's alpha, score differences and the cases that flip most."""
-    _paired_samples(samples, "agreement")
+    check_paired_samples(samples, "agreement")
     store = open_store(store_dir)
-    data = read_runs(store, selected_runs(store, runs, all_runs), texts=False)
-    result = judge_agreement(data, AgreementOptions(judge, tuple(passes) or None, ResampleSettings(samples, seed), top))
+    data = read_runs(store, selected_runs(store, runs), texts=False)
+    result = judge_agreement(data, AgreementOptions(judge=selection.judge, passes=selection.passes,
+                                                    resamples=ResampleSettings(samples=samples, seed=seed), top=top))
     notes = [f"run {r} has a single rater and is left out" for r in result.skipped] + result.notes
     scores = result.scores
     views = {}

@@ -6,14 +6,15 @@ import click
 
 from toolkit.reference import audit_file
 from toolkit.cli.common import echo_json, say
+from toolkit.cli.options import dataset_option, json_option
 from toolkit.inputs import dumps
 
 
 @click.command("audit")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--dataset", "dataset_path", required=True, envvar="BEDSIDE_DATASET", type=click.Path(),
-              help="The dataset the file claims to grade (checkout or case file; default: $BEDSIDE_DATASET).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+@dataset_option(required_help="The dataset the file claims to grade (checkout or case file; default: "
+                              "$BEDSIDE_DATASET).")
+@json_option("Print the report as one JSON object.")
 @click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Problems listed at most (all are counted).")
 def audit_cmd(file: str, dataset_path: str, as_json: bool, limit: int) -> None:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import click
 
 from toolkit import protocol
-from toolkit.cli.common import CommandError, dataset_option, emit, say, store_option, wide_option
+from toolkit.cli.common import CommandError, emit, say
+from toolkit.cli.options import dataset_option, one_run_option, store_option, wide_option
 from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES, DEFAULT_JUDGE_REASKS,
                                       DEFAULT_MAX_REPLY_BYTES, DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY,
                                       DEFAULT_TIMEOUT_S, FLOAT_RANGES,
@@ -26,6 +27,10 @@ if TYPE_CHECKING:
 
 EXIT_INCOMPLETE = 3  # the run finished but some cases failed: re-running retries them
 EXIT_INTERRUPTED = 130
+
+
+progress_option = click.option("--progress", type=click.Choice(PROGRESS_MODES), default=DEFAULT_PROGRESS,
+                               show_default=True, help="Progress display (auto: a bar on a terminal, lines otherwise).")
 
 
 def call_options(func):
@@ -57,8 +62,7 @@ def call_options(func):
         click.option("--batch", is_flag=True, help="Use the provider's Batch API (slower, usually half price)."),
         click.option("--cancel-batch", is_flag=True,
                      help="Cancel the run's batch in flight, store the lines it finished, and stop."),
-        click.option("--progress", type=click.Choice(PROGRESS_MODES), default=DEFAULT_PROGRESS,
-                     show_default=True, help="Progress display (auto: a bar on a terminal, lines otherwise)."),
+        progress_option,
         store_option,
     ]):
         func = option(func)
@@ -102,7 +106,7 @@ def run_cmd(answer_model: str, judge_model: str, run_id: str | None, base_url: s
 
 
 @click.command("judge")
-@click.option("--run", "run_id", required=True, help="Run whose stored answers are judged.")
+@one_run_option("Run whose stored answers are judged.")
 @click.option("--judge-model", required=True, help="Judge model (another judge, or the same one again).")
 @click.option("--pass", "passes", type=click.IntRange(*INT_RANGES["judge_passes"]), multiple=True,
               help="Judge pass number(s) to collect, e.g. --pass 2 for a second pass (repeatable).")
@@ -131,7 +135,7 @@ def judge_cmd(run_id: str, judge_model: str, passes: tuple[int, ...], judge_base
 @store_option
 @click.option("--concurrency", type=click.IntRange(*INT_RANGES["concurrency"]), default=DEFAULT_CONCURRENCY,
               show_default=True, help="Calls in flight at the simulated endpoint, shared by the four models.")
-@click.option("--progress", type=click.Choice(PROGRESS_MODES), default=DEFAULT_PROGRESS, show_default=True)
+@progress_option
 @click.option("--replace", is_flag=True, help="Replace runs named like the demo's (sim/strong, ...) even when the "
               "demo did not collect them (it replaces its own earlier runs anyway).")
 @wide_option

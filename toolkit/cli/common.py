@@ -1,10 +1,11 @@
-"""What every command shares: options, output formats, and one-line errors."""
+"""What every command shares: one-line errors, the store and its runs, and output as tables, CSV or JSON
+(the options they share are in ``toolkit.cli.options``)."""
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import click
 
@@ -16,6 +17,7 @@ from toolkit.text import visible, visible_json
 if TYPE_CHECKING:
     import polars as pl
 
+    from toolkit.cli.options import RunChoice
     from toolkit.store import Store
 
 EXIT_USAGE = 2
@@ -146,59 +148,17 @@ def _input_errors() -> tuple[type[Exception], ...]:
 STORE_DEFAULT_TEXT = "$BEDSIDE_STORE, else ./data/results under the current directory"
 
 
-class _StoreOption(click.Option):
-    """``--store``, whose help also shows where the default store is right now."""
-
-    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
-        record = super().get_help_record(ctx)
-        if record is None:
-            return None
-        from toolkit.store import default_store_path
-
-        return record[0], f"{record[1]} [now: {default_store_path()}]"
-
-
-def store_option(func: Callable) -> Callable:
-    return click.option("--store", "store_dir", type=click.Path(file_okay=False), cls=_StoreOption,
-                        help=f"Store directory (default: {STORE_DEFAULT_TEXT}).")(func)
-
-
-def dataset_option(func: Callable) -> Callable:
-    return click.option("--dataset", "dataset_path", type=click.Path(exists=False),
-                        help="Dataset checkout or case file (default: $BEDSIDE_DATASET, else the bundled sample).")(func)
-
-
-def _set_wide(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
-    if value:
-        ctx.meta[WIDE_KEY] = True
-    return value
-
-
-
-def wide_option(func: Callable) -> Callable:
-    """``--wide``: tables show every column, however wide (read by ``emit``; no parameter to pass on)."""
-    return click.option("--wide", is_flag=True, expose_value=False, callback=_set_wide,
-                        help="Tables: every column, wider than the terminal if need be (default: the columns "
-                             "that fit).")(func)
-
-
-def format_option(func: Callable) -> Callable:
-    func = wide_option(func)
-    return click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
-                        show_default=True, help="Output format.")(func)
-
-
 def open_store(store_dir: str | None) -> Store:
     from toolkit.store import Store
 
     return Store.open(store_dir)
 
 
-def selected_runs(store: Store, runs: tuple[str, ...], all_runs: bool) -> list[str]:
-    if all_runs and runs:
+def selected_runs(store: Store, runs: RunChoice) -> list[str]:
+    if runs.every and runs.ids:
         raise click.UsageError("give --run or --all, not both")
     store.prefetch()  # the runs' tables are read next: their logs are loaded at once
-    if all_runs:
+    if runs.every:
         ids = store.run_ids()
         if not ids:
             from toolkit.store import StoreError
@@ -208,10 +168,10 @@ def selected_runs(store: Store, runs: tuple[str, ...], all_runs: bool) -> list[s
         for run_id, problem in damaged.items():
             warning_line(f"run {run_id!r} left out: {problem}")
         return [i for i in ids if i not in damaged] or ids
-    if not runs:
+    if not runs.ids:
         raise click.UsageError("choose runs with --run ID (repeatable) or --all")
     # A run given twice is one run (first occurrence order); an NFD spelling names the NFC run.
-    return list(dict.fromkeys(store.stored_id(r) for r in runs))
+    return list(dict.fromkeys(store.stored_id(r) for r in runs.ids))
 
 
 def no_runs_message(store: Store) -> str:

@@ -6,7 +6,8 @@ import json
 
 import click
 
-from toolkit.cli.common import CommandError, dataset_option, echo_json, say
+from toolkit.cli.common import CommandError, echo_json, say
+from toolkit.cli.options import dataset_option, json_option
 from toolkit.dataset import load_dataset, validate_dataset
 
 
@@ -17,7 +18,7 @@ def dataset() -> None:
 
 @dataset.command("info")
 @dataset_option
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
+@json_option("Print a JSON object.")
 def info(dataset_path: str | None, as_json: bool) -> None:
     """Digest, case and item counts per benchmark."""
     ds = load_dataset(dataset_path)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from toolkit.cli.common import CommandError, open_store, store_option
+from toolkit.cli.common import CommandError, open_store
+from toolkit.cli.options import store_option
 
 
 @click.command("db")

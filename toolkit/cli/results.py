@@ -9,25 +9,12 @@ import click
 import polars as pl
 
 from toolkit.bootstrap import BootstrapSettings
-from toolkit.cli.common import (CommandError, Interrupted, dataset_option, emit, error_line, format_option,
-                                open_store, say, selected_runs, store_option, wide_option)
+from toolkit.cli.common import CommandError, Interrupted, emit, error_line, open_store, say, selected_runs
+from toolkit.cli.options import (RunChoice, dataset_option, format_option, judge_options, json_option, one_run_option,
+                                 resample_options, run_options, store_option, wide_option)
 from toolkit.inputs import dumps, finite_or_none
-from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED
 from toolkit.selection import JudgeSelection
 from toolkit.summary import SummaryOptions, summarize
-
-
-def selection_options(func):
-    func = click.option("--judge", default=None, help="Score with this judge model (default: each run's judge).")(func)
-    func = click.option("--pass", "passes", type=int, multiple=True, help="Judge pass(es) to use (default: all).")(func)
-    return func
-
-
-def bootstrap_options(func):
-    func = click.option("--samples", type=int, default=BOOTSTRAP_SAMPLES, show_default=True,
-                        help="Bootstrap resamples.")(func)
-    func = click.option("--seed", type=int, default=BOOTSTRAP_SEED, show_default=True, help="Bootstrap seed.")(func)
-    return func
 
 
 @click.command("import")
@@ -78,7 +65,7 @@ def _print_report(report, file) -> None:
 
 
 @click.command("export")
-@click.option("--run", "run_id", required=True, help="Run to export.")
+@one_run_option("Run to export.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output .jsonl path.")
 @store_option
 def export_cmd(run_id: str, out: str, store_dir: str | None) -> None:
@@ -94,23 +81,21 @@ INTERVALS_NOTE = ("note: ci95 is the reference runner's percentile bootstrap int
 
 
 @click.command("summary")
-@click.option("--run", "runs", multiple=True, help="Run id (repeatable).")
-@click.option("--all", "all_runs", is_flag=True, help="Every run in the store.")
+@run_options
 @click.option("--order", type=click.Choice(["auto", "reference", "dataset"]), default="auto", show_default=True,
               help="Bootstrap order: reference (completion order, as the reference runner), dataset, or auto "
                    "(reference for imported runs, dataset for collected ones).")
-@click.option("--json", "as_json", is_flag=True, help="Print {run id: reference summary} as JSON.")
-@selection_options
-@bootstrap_options
+@json_option("Print {run id: reference summary} as JSON.")
+@judge_options()
+@resample_options()
 @store_option
 @wide_option
-def summary_cmd(runs: tuple[str, ...], all_runs: bool, order: str, as_json: bool, judge: str | None,
-                passes: tuple[int, ...], samples: int, seed: int, store_dir: str | None) -> None:
+def summary_cmd(runs: RunChoice, order: str, as_json: bool, selection: JudgeSelection, samples: int, seed: int,
+                store_dir: str | None) -> None:
     """Reference summaries: means and 95% bootstrap intervals per benchmark and overall."""
     store = open_store(store_dir)
-    ids = selected_runs(store, runs, all_runs)
-    options = SummaryOptions(order=order, bootstrap=BootstrapSettings(samples=samples, seed=seed),
-                             selection=JudgeSelection(judge=judge, passes=tuple(passes) or None))
+    ids = selected_runs(store, runs)
+    options = SummaryOptions(order=order, bootstrap=BootstrapSettings(samples=samples, seed=seed), selection=selection)
     summaries = summarize(store, ids, options)
     if as_json:
         click.echo(dumps(summaries, indent=2))  # valid JSON: NaN (a mean over no case) becomes null

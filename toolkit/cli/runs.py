@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
-from toolkit.cli.common import echo_json, emit, no_runs_message, open_store, say, store_option, wide_option
+from toolkit.cli.common import echo_json, emit, no_runs_message, open_store, say
+from toolkit.cli.options import json_option, store_option, wide_option
 from toolkit.cli.table import COVERAGE
 from toolkit.text import visible
 
 
 @click.group("runs", invoke_without_command=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the list as a JSON array (every field, full times).")
+@json_option("Print the list as a JSON array (every field, full times).")
 @store_option
 @wide_option
 @click.pass_context

@@ -147,9 +147,11 @@ def plan_evaluation(answer_model: str, judge_model: str = protocol.DEFAULT_JUDGE
     judge_endpoint = resolve_judge_endpoint(table, answer_model, answer_endpoint, judge_model, judge_base_url,
                                             judge_api_key_env)
     settings = CollectSettings(
-        run_id or answer_model, answer_model, judge_model, answer_endpoint, judge_endpoint, concurrency,
-        tuple(range(1, judge_passes + 1)), reasoning_effort, judge_reasks,
-        RetryPolicy(max_retries, retry_base_delay, timeout_s=timeout), batch=batch, max_reply_bytes=max_reply_bytes,
+        run_id=run_id or answer_model, answer_model=answer_model, judge_model=judge_model,
+        answer_endpoint=answer_endpoint, judge_endpoint=judge_endpoint, concurrency=concurrency,
+        judge_passes=tuple(range(1, judge_passes + 1)), reasoning_effort=reasoning_effort, judge_reasks=judge_reasks,
+        retry=RetryPolicy(max_attempts=max_retries, base_delay=retry_base_delay, timeout_s=timeout), batch=batch,
+        max_reply_bytes=max_reply_bytes,
         selection={"smoke": smoke, "limit": limit, "benchmarks": list(chosen), "cases": len(case_ids),
                    "dataset": os.path.abspath(data.source)})  # names the digest in reports
     job = CollectJob(settings, tuple(case_to_judge(data.case(c)) for c in case_ids))
@@ -229,10 +231,12 @@ def plan_rejudge(run_id: str, judge_model: str, *, store: StoreLike = None, pass
     judge_endpoint = resolve_judge_endpoint(table, run["answer_model"] or "", answer_endpoint, judge_model,
                                             judge_base_url, judge_api_key_env)
     settings = CollectSettings(
-        run_id, run["answer_model"] or "", judge_model, None, judge_endpoint, concurrency,
-        tuple(sorted(set(chosen))) or tuple(range(1, (judge_passes or DEFAULT_JUDGE_PASSES) + 1)),
-        run["answer_reasoning_effort"], judge_reasks, RetryPolicy(max_retries, retry_base_delay, timeout_s=timeout),
-        batch=batch, max_reply_bytes=max_reply_bytes)
+        run_id=run_id, answer_model=run["answer_model"] or "", judge_model=judge_model, answer_endpoint=None,
+        judge_endpoint=judge_endpoint, concurrency=concurrency,
+        judge_passes=tuple(sorted(set(chosen))) or tuple(range(1, (judge_passes or DEFAULT_JUDGE_PASSES) + 1)),
+        reasoning_effort=run["answer_reasoning_effort"], judge_reasks=judge_reasks,
+        retry=RetryPolicy(max_attempts=max_retries, base_delay=retry_base_delay, timeout_s=timeout), batch=batch,
+        max_reply_bytes=max_reply_bytes)
     job = CollectJob(settings, tuple(cases_from_store(target, run["dataset_sha256"])), answer=False)
 
     def prepare(store: Store, job: CollectJob) -> None:

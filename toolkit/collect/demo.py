@@ -106,7 +106,8 @@ def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENC
 
     with SimServer(SimConfig(latency_ms=latency_ms)) as sim:
         endpoint = Endpoint("sim", sim.base_url, ())
-        jobs = [CollectJob(CollectSettings(model, model, DEMO_JUDGE, endpoint, endpoint, concurrency=concurrency),
+        jobs = [CollectJob(CollectSettings(run_id=model, answer_model=model, judge_model=DEMO_JUDGE,
+                                           answer_endpoint=endpoint, judge_endpoint=endpoint, concurrency=concurrency),
                            cases) for model in DEMO_MODELS]
         reports = collect(store, jobs, views, label="demo", prepare=prepare)
         if not any(r.interrupted for r in reports):
@@ -126,8 +127,9 @@ def note_judge(store: Store, job: CollectJob) -> None:
 def second_judge_job(job: CollectJob, endpoint: Endpoint) -> CollectJob:
     """The second judge's passes over a demo run's stored answers (what ``bedside judge`` collects)."""
     s = job.settings
-    return CollectJob(CollectSettings(s.run_id, s.answer_model, DEMO_SECOND_JUDGE, None, endpoint,
-                                      concurrency=s.concurrency, judge_passes=DEMO_SECOND_PASSES),
+    return CollectJob(CollectSettings(run_id=s.run_id, answer_model=s.answer_model, judge_model=DEMO_SECOND_JUDGE,
+                                      answer_endpoint=None, judge_endpoint=endpoint, concurrency=s.concurrency,
+                                      judge_passes=DEMO_SECOND_PASSES),
                       job.cases, answer=False)
 
 

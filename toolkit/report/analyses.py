@@ -59,18 +59,19 @@ def analyse(store: Store, run_ids: list[str], resamples: ResampleSettings, selec
         data = read_runs(store, run_ids, texts=True)
     with timings.phase("analysis"):
         try:
-            cmp = compare_data(data, CompareOptions(resamples, False, allow_mixed, selection, baseline))
+            cmp = compare_data(data, CompareOptions(resamples=resamples, allow_mixed=allow_mixed,
+                                                    selection=selection, baseline=baseline))
         except ValueError as error:
             raise ValueError(f"report: {error}") from None
         kept = cmp.leaderboard["run_id"].to_list() + cmp.not_ranked["run_id"].to_list()
         cases = per_case(data, selection)
         absent: dict[str, str] = {}
-        items = _optional("items", absent, lambda: analyse_items(data, ItemOptions(selection, top=10)))
-        harm = _optional("harms", absent, lambda: harms(data, HarmOptions(selection, resamples)))
-        agreement = _optional("judges", absent, lambda: judge_agreement(
-            data, AgreementOptions(selection.judge, selection.passes, resamples, 10)))
+        items = _optional("items", absent, lambda: analyse_items(data, ItemOptions(selection=selection, top=10)))
+        harm = _optional("harms", absent, lambda: harms(data, HarmOptions(selection=selection, resamples=resamples)))
+        agreement = _optional("judges", absent, lambda: judge_agreement(data, AgreementOptions(
+            judge=selection.judge, passes=selection.passes, resamples=resamples, top=10)))
         reference = summarize_data(data, kept, SummaryOptions(
-            bootstrap=BootstrapSettings(resamples.samples, resamples.seed), selection=selection))
+            bootstrap=BootstrapSettings(samples=resamples.samples, seed=resamples.seed), selection=selection))
     return Analyses(data, cases, cmp, cmp.pairwise.filter(pl.col("family") == OVERALL_FAMILY), items, harm,
                     agreement, reference, absent, baseline)
 

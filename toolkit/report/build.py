@@ -8,35 +8,23 @@ import datetime as dt
 import hashlib
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from toolkit.analysis import ResampleSettings
-from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, PROTOCOL_VERSION
+from toolkit.protocol import PROTOCOL_VERSION
 from toolkit.report import facts, sections, words
 from toolkit.report.analyses import Analyses, Timings, analyse
 from toolkit.report.differ import differ
 from toolkit.report.figs import draw, figure_palette
 from toolkit.report.model import Section, run_anchors, slug
+from toolkit.report.options import ReportOptions, regenerate_command
 from toolkit.report.render import render_html, render_markdown
-from toolkit.selection import JudgeSelection
 from toolkit.store import Store
 
 GENERATED_PREFIX = "Generated at "  # the one line that differs between two builds of the same store
-
-
-@dataclass(frozen=True)
-class ReportOptions:
-    baseline: str | None = None
-    title: str | None = None
-    samples: int = BOOTSTRAP_SAMPLES
-    seed: int = BOOTSTRAP_SEED
-    selection: JudgeSelection = field(default_factory=JudgeSelection)
-    allow_mixed: bool = False
-    dataset: str | None = None  # a dataset checkout whose name labels the digest it matches
-    figures: bool = True  # False: tables and text only (faster)
 
 
 @dataclass(frozen=True)
@@ -72,7 +60,7 @@ def write_report(store: Store | str | os.PathLike[str] | None, run_ids: list[str
     target = Path(out) if out is not None else Path("reports") / default_name(store, run_ids, options.title)
     _check_target(target)
     timings = Timings()
-    a = analyse(store, chosen, ResampleSettings(options.samples, options.seed), options.selection,
+    a = analyse(store, chosen, ResampleSettings(samples=options.samples, seed=options.seed), options.selection,
                 options.baseline, options.allow_mixed, timings)
     anchors = run_anchors(a.data.runs["run_id"].to_list())
     with timings.phase("figures"):
@@ -114,8 +102,7 @@ def _sections(a: Analyses, anchors: dict[str, str], figs: dict, figure_notes: li
     version = facts.store_version(store)
     if version is not None:
         repro.facts.append(("store version", version))
-    repro.command = facts.regenerate_command(run_ids, store, options.baseline, options.title, options.samples,
-                                             options.seed, options.selection, options.dataset, options.allow_mixed)
+    repro.command = regenerate_command(run_ids, store, options)
     # The answer first: the summary in words and the leaderboard fill the first screen; how it was made comes last.
     named = "; ".join(f"{d.name} (sha256 {d.sha256[:12]}…)" for d in sets)
     out = [Section("summary", "Summary", paragraphs=words.summary(a) + [f"Dataset: {named}."])]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -132,27 +131,4 @@ def run_rows(analyses: Analyses, selection: JudgeSelection) -> pl.DataFrame:
         "run_id", "answer_model", "judge_model", "judge_models", "passes", "answer_temperature", "judge_temperature",
         "created", "first_call", "last_call", "completed", "failed", "not_attempted", "benchmarks_missing", "source",
         "dataset_sha256", "overall", "ci_low", "ci_high", "reference_overall", "reference_ci_low", "reference_ci_high")
-
-
-def regenerate_command(run_ids: list[str] | None, store: Store, baseline: str | None, title: str | None,
-                       samples: int, seed: int, selection: JudgeSelection, dataset_path: str | None,
-                       allow_mixed: bool) -> str:
-    """The ``bedside report`` command that rebuilds this report (``--out`` left to the reader, so the text does
-    not depend on where this copy was written)."""
-    words = ["bedside", "report"]
-    words += ["--all"] if run_ids is None else [w for r in run_ids for w in ("--run", r)]
-    if baseline is not None:
-        words += ["--baseline", baseline]
-    if title is not None:
-        words += ["--title", title]
-    if selection.judge is not None:
-        words += ["--judge", selection.judge]
-    for p in selection.passes or ():
-        words += ["--pass", str(p)]
-    if allow_mixed:
-        words.append("--allow-mixed")
-    if dataset_path is not None:
-        words += ["--dataset", str(Path(dataset_path).resolve())]
-    words += ["--samples", str(samples), "--seed", str(seed), "--store", str(Path(store.root).resolve())]
-    return shlex.join(words)
 
