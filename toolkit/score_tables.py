@@ -15,7 +15,7 @@ from toolkit.store import Store, StoreError
 from toolkit.store.transaction import Transaction
 from toolkit.summary import (SummaryOptions, benchmark_means, macro_mean, ordered_cases, resolve_order,
                              run_facts)
-from toolkit.tables import SCORE_TABLES, to_arrow
+from toolkit.tables import SCORE_TABLES, TABLES, to_arrow
 
 LEVELS = tuple(SCORE_TABLES)  # pass_scores, case_scores, benchmark_scores, run_summary
 
@@ -69,9 +69,8 @@ def score_commit(txn: Transaction, run_row: dict) -> dict | None:
         return None
     runs = pl.from_arrow(to_arrow("runs", [{**run_row, "run_id": txn.run_id}]))
 
-    def read(table: str) -> pl.DataFrame:
-        frame = txn.read(table)
-        return frame.drop([c for c in TEXT_COLUMNS.get(table, ()) if c in frame.columns])
+    def read(table: str) -> pl.DataFrame:  # as ``read_runs(texts=False)`` reads it
+        return txn.read(table, [c for c in TABLES[table].names if c not in TEXT_COLUMNS.get(table, ())])
 
     data = RunData(runs, read("answers"), read("judgments"), read("decisions"),
                    store.read("cases", keys=[sha]), store.read("rubric_items", keys=[sha]))

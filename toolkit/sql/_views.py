@@ -6,7 +6,7 @@ DuckDB runs (no extension): views, and a few small tables.
 
 No arithmetic here: the derived views show the score tables the toolkit computed (``toolkit.score_tables``)
 and stored with each commit, so their numbers are the toolkit's. The schema ``_bedside`` holds what the views
-read besides the tables: ``_bedside.<score table>`` (views of the stored score tables' files),
+read besides the tables: ``_bedside.stored_<score table>`` (views of the stored score tables' files),
 ``_bedside.computed_<score table>`` (rows the toolkit computed when the connection or file was made: runs
 with no scores stored, and every run for a selection other than the stored one) and ``_bedside.options``
 (that selection, for the refreshes of a ``db`` file). Bootstrap intervals are not stored: ``run_intervals`` is
@@ -79,9 +79,9 @@ def columns(table: str) -> list[str]:
 
 
 def _name(table: str) -> str:
-    """The view of a stored table: its own name, or ``_bedside.<name>`` for a score table (the derived view
+    """The view of a stored table: its own name, or ``_bedside.stored_<name>`` for a score table (the derived view
     of that name shows it with the computed rows)."""
-    return f"{INTERNAL}.{table}" if table in SCORE_TABLES else f'"{table}"'
+    return f"{INTERNAL}.stored_{table}" if table in SCORE_TABLES else f'"{table}"'
 
 
 def base_view(table: str, files: list[str]) -> str:
@@ -120,8 +120,8 @@ def derived_view(view: View, options: ViewOptions = ViewOptions()) -> str:
     cols = ", ".join(f'"{c}"' for c in columns(table))
     computed = f"SELECT {cols} FROM {INTERNAL}.computed_{table}"
     if table == "pass_scores" or stored_selection(options):
-        computed = (f"SELECT {cols} FROM {INTERNAL}.{table} UNION ALL {computed}"
-                    f" WHERE run_id NOT IN (SELECT run_id FROM {INTERNAL}.run_summary)")
+        computed = (f"SELECT {cols} FROM {_name(table)} UNION ALL {computed}"
+                    f" WHERE run_id NOT IN (SELECT run_id FROM {_name('run_summary')})")
     if table not in _CI:
         return f'CREATE OR REPLACE VIEW "{table}" AS {computed}'
     shown = ", ".join(f's."{n}"' if n not in ("ci_low", "ci_high") else f"i.{n}" for n, _, _ in view.columns)

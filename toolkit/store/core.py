@@ -185,14 +185,15 @@ class Store:
             raise StoreError(f"{self.root}: the store kept changing while {table} was read; try again")
         return data.select(wanted).cast(out_types)
 
-    def read_writes(self, table: str, run_id: str, write_ids: set[str]) -> pl.DataFrame:
-        """The run's rows of ``table`` written by ``write_ids`` at the table's latest version, visible or not
-        yet: what a commit in progress will show (``Transaction.read``)."""
+    def read_writes(self, table: str, run_id: str, write_ids: set[str],
+                    columns: list[str] | None = None) -> pl.DataFrame:
+        """The run's rows of ``table`` (or ``columns`` of it) written by ``write_ids`` at the table's latest
+        version, visible or not yet: what a commit in progress will show (``Transaction.read``)."""
         path = self._path(table)
         loaded = delta.actions_as_of(path, None)
         part = _part(run_id)
         found = [] if loaded is None else delta.files_of(loaded, path, {part}, {part: set(write_ids)})
-        return delta.read_files([f for f, _, _ in found], table, STORED[table].names)
+        return delta.read_files([f for f, _, _ in found], table, columns or STORED[table].names)
 
     def unscored(self, run_ids: list[str] | None = None) -> list[str]:
         """Runs (all, or of ``run_ids``) with no scores stored (written before scores were, or by a process

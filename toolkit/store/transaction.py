@@ -71,9 +71,9 @@ class Transaction:
     done: bool = field(default=False)  # committed or abandoned: nothing more to do
     showing: set[str] = field(default_factory=set)  # while scoring: the write ids the commit will show
 
-    def read(self, table: str) -> "pl.DataFrame":
-        """The run's rows of a data table as this commit will show them (for the scorer)."""
-        return self.store.read_writes(table, self.run_id, self.showing)
+    def read(self, table: str, columns: list[str] | None = None) -> "pl.DataFrame":
+        """The run's rows of a data table (or ``columns`` of it) as this commit will show them (for the scorer)."""
+        return self.store.read_writes(table, self.run_id, self.showing, columns)
 
     def add(self, rows: Rows) -> None:
         """Data commits, one per table, of ``rows``; nothing becomes visible."""
