@@ -167,3 +167,18 @@ def test_a_commit_made_without_a_scorer_hides_the_older_scores(store: Store, sam
     con = connect(store)
     _equal(con.sql("SELECT * FROM case_scores").pl(), want["case_scores"])
     con.close()
+
+
+def test_rows_the_scorer_cannot_score_are_stored_unscored_and_readers_refuse_them(store: Store,
+                                                                                    sample_dataset) -> None:
+    from toolkit.summary import summarize
+
+    _run(store, sample_dataset, "a", 1)
+    bad = store.read("decisions", ["a"]).head(1).with_columns(item_id=pl.lit("not-an-item"),
+                                                              judgment_attempt=pl.lit(2, pl.Int32))
+    judgments = store.read("judgments", ["a"]).head(1).with_columns(attempt=pl.lit(2, pl.Int32))
+    store.commit_run("a", {"judgments": judgments.to_arrow(), "decisions": bad.to_arrow()})  # the commit stands
+    assert store.unscored() == ["a"] and store.read("decisions", ["a"]).filter(
+        pl.col("item_id") == "not-an-item").height == 1
+    with pytest.raises(ValueError, match="not-an-item"):
+        summarize(store, ["a"])

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 Rows = dict[str, "pa.Table | list[dict]"]  # run table -> its rows
 # (transaction, the runs row it commits) -> the run's score rows by score table; None: none to store.
-# ``Transaction.read`` gives the run's rows as the commit will show them. ValueError: the run cannot be scored.
+# ``Transaction.read`` gives the run's rows as the commit will show them. Raising: the run is stored unscored.
 Scorer = Callable[["Transaction", dict], "Rows | None"]
 _SCORERS: list[Scorer] = []
 
@@ -120,8 +120,10 @@ class Transaction:
         self.showing = set(live) | ({self.write_id} if self.wrote else set())
         try:
             rows = _SCORERS[0](self, row)
-        except ValueError:  # decisions that do not fit the rubric: stored as they are, scored by readers (who refuse)
-            rows = None
+        except StoreError:  # the store itself failed (a damaged file, a full disk): so does the commit
+            raise
+        except Exception:  # noqa: BLE001 - rows it cannot score (decisions outside the rubric) are stored
+            rows = None     # unscored: readers compute the scores and say what is wrong
         finally:
             self.showing = set()
         if rows:
