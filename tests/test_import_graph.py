@@ -131,10 +131,11 @@ LAYERS: dict[str, int] = {
     "store": 3, "scoring": 3, "bootstrap": 3, "sim": 3,
     "selection": 4, "failures": 4,
     "summary": 5,
-    "sql": 6, "analysis": 6,
-    "figures": 7, "collect": 7, "reference": 7,
-    "report": 8,
-    "cli": 9, "console": 10, "__main__": 11, "toolkit": 12,
+    "score_tables": 6, "analysis": 6,
+    "sql": 7,
+    "figures": 8, "collect": 8, "reference": 8,
+    "report": 9,
+    "cli": 10, "console": 11, "__main__": 12, "toolkit": 13,
 }
 
 

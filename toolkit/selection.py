@@ -33,7 +33,7 @@ class RunData:
 
 
 # Long text columns that scoring and summaries never look at.
-_TEXT_COLUMNS = {"answers": ("answer",), "judgments": ("raw_reply", "reported_components")}
+TEXT_COLUMNS = {"answers": ("answer",), "judgments": ("raw_reply", "reported_components")}
 
 
 def read_runs(store: Store, run_ids: list[str], texts: bool = True) -> RunData:
@@ -62,7 +62,7 @@ def _read_tables(store: Store, run_ids: list[str], texts: bool) -> RunData:
         raise StoreError(f"{store.root}: dataset {missing[0]} of the selected runs is not stored")
 
     def read(table: str) -> pl.DataFrame:
-        drop = () if texts else _TEXT_COLUMNS.get(table, ())
+        drop = () if texts else TEXT_COLUMNS.get(table, ())
         columns = [c for c in TABLES[table].names if c not in drop]
         return store.read(table, run_ids, columns=columns)
 

@@ -46,14 +46,13 @@ def summarize(store: Store, run_ids: list[str], options: SummaryOptions = Summar
 
 def summarize_data(data: RunData, run_ids: list[str], options: SummaryOptions) -> dict[str, dict]:
     cases = per_case(data, options.selection)
-    facts = _run_facts(data, options.selection)
+    facts = run_facts(data, options.selection)
     runs = {run["run_id"]: run for run in data.runs.iter_rows(named=True)}
     orders = {run_id: resolve_order(options.order, runs[run_id]) for run_id in run_ids}
     # Only the orders in use are sorted, each split by run once (rather than a filter per run).
     frames: dict[str, dict[str, pl.DataFrame]] = {}
     for order in set(orders.values()):
-        ordered = (cases.with_columns(score=pl.coalesce("reported_score", "score")).sort("run_id", "first_success_seq")
-                   if order == "reference" else cases.sort("run_id", "position"))
+        ordered = ordered_cases(cases, order)
         frames[order] = {key[0]: part for key, part in ordered.partition_by("run_id", as_dict=True).items()}
     empty = cases.clear()
 
@@ -82,6 +81,24 @@ def summarize_data(data: RunData, run_ids: list[str], options: SummaryOptions) -
         pool.shutdown(wait=False, cancel_futures=True)
 
 
+def ordered_cases(cases: pl.DataFrame, order: Literal["reference", "dataset"]) -> pl.DataFrame:
+    """``per_case`` rows as a summary in ``order`` takes them: reference order scores a case by the score its
+    source file reported, where it did, and puts the cases in completion order; dataset order in dataset order."""
+    if order == "reference":
+        return cases.with_columns(score=pl.coalesce("reported_score", "score")).sort("run_id", "first_success_seq")
+    return cases.sort("run_id", "position")
+
+
+def benchmark_means(values: dict[str, list[float]]) -> dict[str, tuple[int, float]]:
+    """Benchmark -> (n, mean) of its case scores: ``math.fsum`` / n, as the reference runner computes it."""
+    return {name: (len(v), math.fsum(v) / len(v)) for name, v in values.items()}
+
+
+def macro_mean(means: list[float]) -> float:
+    """The overall score: the benchmark means' fsum / their number (NaN when there is none)."""
+    return math.fsum(means) / len(means) if means else math.nan
+
+
 def resolve_order(order: Order, run: dict) -> Literal["reference", "dataset"]:
     """``auto`` -> reference order for imported runs (to reproduce their source), dataset otherwise."""
     if order == "auto":
@@ -93,11 +110,9 @@ def _summary(run: dict, frame: pl.DataFrame, facts: dict, options: SummaryOption
     values = {b[0]: s["score"].to_list() for b, s in frame.group_by("benchmark", maintain_order=True)}
     names = sorted(values)
     intervals = reference_intervals({n: values[n] for n in names}, options.bootstrap)
-    benchmarks = {
-        n: {"n": len(values[n]), "mean": math.fsum(values[n]) / len(values[n]), "ci95": list(intervals.benchmarks[n])}
-        for n in names
-    }
-    overall = math.fsum(b["mean"] for b in benchmarks.values()) / len(benchmarks) if benchmarks else math.nan
+    means = benchmark_means({n: values[n] for n in names})
+    benchmarks = {n: {"n": means[n][0], "mean": means[n][1], "ci95": list(intervals.benchmarks[n])} for n in names}
+    overall = macro_mean([b["mean"] for b in benchmarks.values()])
     summary = {
         "protocol_version": run["protocol_version"],
         "dataset_sha256": run["dataset_sha256"],
@@ -127,7 +142,7 @@ def json_number(value: float | None) -> float | int | None:
     return int(value) if float(value).is_integer() else value
 
 
-def _run_facts(data: RunData, selection: JudgeSelection) -> dict[str, dict]:
+def run_facts(data: RunData, selection: JudgeSelection) -> dict[str, dict]:
     """Per run: models and temperatures of the successful rows (null when they disagree), time span,
     passes, and errors (cases whose latest event is a failure), over cases of the run's dataset."""
     judgments, _ = select_judgments(data, selection)

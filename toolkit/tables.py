@@ -171,14 +171,97 @@ TABLES: dict[str, Table] = {t.name: t for t in (CASES, RUBRIC_ITEMS, RUNS, ANSWE
 RUN_TABLES = ("runs", "answers", "judgments", "decisions")
 DATASET_TABLES = ("cases", "rubric_items")
 
+# The scores, stored as data: computed once by the toolkit (``toolkit.stored_scores``) for a run's whole data
+# at each of its commits, and written in that commit, so SQL and every reader take the numbers as they are.
+# Each run's primary judge, all its passes, the ``auto`` order; bootstrap intervals are not stored.
+_RUN, _CASE, _BENCH = _c("run_id", UTF8, "Run.", False), _c("case_id", UTF8, "Case.", False), \
+    _c("benchmark", UTF8, "Benchmark of the case.")
+_METHOD = _c("grading_method", UTF8, "Grading method of the case.")
+
+PASS_SCORES = Table(
+    "pass_scores", "run x case x judge x pass (every judge and pass a run holds)", (
+        "run_id", "case_id", "judge_model", "judge_pass"), "run_id",
+    "Each judge pass scored from its latest valid reply against the run's dataset rubric, by "
+    "`toolkit.scoring.pass_scores` (points rubric: matched signed points / available positive points, clamped "
+    "to [0, 1]; F1-weighted rubric: severity-weighted precision, recall and F1, each rounded like Python's "
+    "`round(x, 4)`).",
+    (
+        _RUN, _CASE, _c("judge_model", UTF8, "Judge model of the pass.", False),
+        _c("judge_pass", I32, "Pass number, 1-based.", False), _BENCH, _METHOD,
+        _c("score", F64, "The pass's score in [0, 1]: clamped raw score (points) or rounded F1 (F1-weighted)."),
+        _c("n_decided", I32, "Rubric items the reply decided."), _c("n_matched", I32, "Items judged present."),
+        _c("matched_signed_points", F64, "Points rubric: sum of the matched items' signed points (else null)."),
+        _c("available_positive_points", F64, "Points rubric: sum of the positive points (else null)."),
+        _c("raw_score", F64, "Points rubric: the ratio before clamping (else null)."),
+        _c("precision", F64, "F1-weighted: matched positive weight / matched weight, rounded (null when nothing "
+                             "matched; null for the points rubric)."),
+        _c("recall", F64, "F1-weighted: matched positive weight / positive weight, rounded (else null)."),
+        _c("f1", F64, "F1-weighted: 2PR/(P+R) of the unrounded P and R, rounded (else null)."),
+        _c("severe_rate", F64, "F1-weighted: 1.0 when a +3 item was missed or a -3 item endorsed, else 0.0."),
+        _c("severe_omissions", I32, "Missed items of class 9 (+3 points)."),
+        _c("severe_commissions", I32, "Endorsed items of class 1 (-3 points)."),
+        _c("matched_positive_weight", F64, "F1-weighted: summed weight of matched positive items (else null)."),
+        _c("positive_weight", F64, "F1-weighted: summed weight of positive items (else null)."),
+        _c("matched_weight", F64, "F1-weighted: summed weight of matched items (else null)."),
+    ),
+)
+
+CASE_SCORES = Table(
+    "case_scores", "run x completed case", ("run_id", "case_id"), "run_id",
+    "A run's case: the mean over the scored judge's passes (each run's primary judge, all passes), as "
+    "`toolkit.selection.per_case` computes it.",
+    (
+        _RUN, _CASE, _c("benchmark", UTF8, "Benchmark."), _c("grading_method", UTF8, "Grading method."),
+        _c("score", F64, "Mean of the passes' scores: the case's score in every summary."),
+        _c("passes", I32, "Passes averaged."), _c("judges", I32, "Distinct judges among them."),
+        _c("pass_score_sd", F64, "Sample sd of the passes' scores (null for one pass)."),
+        _c("precision", F64, "Mean precision of the passes (F1-weighted; else null)."),
+        _c("recall", F64, "Mean recall of the passes (F1-weighted; else null)."),
+        _c("severe_rate", F64, "Mean severe_rate of the passes (F1-weighted; else null)."),
+        _c("position", I32, "0-based position of the case in its dataset."),
+        _c("first_success_seq", I64, "seq of the case's first valid judgment: its place in completion order."),
+        _c("reported_score", F64, "Imported runs: the score the source file wrote on the case's last valid row."),
+    ),
+)
+
+BENCHMARK_SCORES = Table(
+    "benchmark_scores", "run x benchmark", ("run_id", "benchmark"), "run_id",
+    "A run's benchmark mean, as `toolkit.summary` computes it: `math.fsum` of the case scores / n (for "
+    "imported runs, in the `auto` order, the scores the source file reported where it did).",
+    (_RUN, _c("benchmark", UTF8, "Benchmark."), _c("n", I64, "Completed cases."),
+     _c("mean", F64, "Mean case score.")),
+)
+
+RUN_SUMMARY = Table(
+    "run_summary", "run", ("run_id",), "run_id",
+    "A run's summary, the fields of `toolkit.summary.summarize` (the reference summary object) that are one "
+    "value each: the leaderboard. `answer_model`/`judge_model` are those of the scored replies (null when "
+    "they differ within the run); `errors` counts cases whose latest event failed.",
+    (
+        _RUN, _c("answer_model", UTF8, "Answer model of the scored answers."),
+        _c("judge_model", UTF8, "Judge model of the scored replies."), _c("source", UTF8, "collected or imported."),
+        _c("dataset_sha256", UTF8, "Dataset the run was graded on."),
+        _c("completed_cases", I64, "Cases with a score."),
+        _c("errors", I64, "Cases whose latest event is an error."),
+        _c("overall_macro_mean", F64, "fsum of the benchmark means / their number (NaN: no benchmark)."),
+        _c("judge_passes_per_answer", I64, "Distinct passes among the scored replies (1 when none)."),
+        _c("order", UTF8, "reference or dataset: which scores and order the summary uses."),
+        _c("started_at", UTF8, "Earliest start time of the run's calls."),
+        _c("finished_at", UTF8, "Latest finish time of the run's calls."),
+    ),
+)
+
+SCORE_TABLES: dict[str, Table] = {t.name: t for t in (PASS_SCORES, CASE_SCORES, BENCHMARK_SCORES, RUN_SUMMARY)}
+STORED: dict[str, Table] = {**TABLES, **SCORE_TABLES}  # every table the store keeps
+
 
 def empty(table: str) -> pa.Table:
-    return TABLES[table].schema.empty_table()
+    return STORED[table].schema.empty_table()
 
 
 def to_arrow(table: str, rows: list[dict] | dict[str, list]) -> pa.Table:
     """Rows (list of dicts or dict of columns) as an Arrow table of exactly the table's schema."""
-    schema = TABLES[table].schema
+    schema = STORED[table].schema
     if isinstance(rows, dict):
         return pa.Table.from_pydict({n: rows.get(n, [None] * len(next(iter(rows.values()), []))) for n in schema.names}, schema=schema)
     return pa.Table.from_pylist(rows, schema=schema)

@@ -95,6 +95,8 @@ def rename_cmd(ctx: click.Context, old: str, new: str, store_dir: str | None) ->
     """Give a run another id (the new id must not exist)."""
     from toolkit.sql import follow_commits
     follow_commits()  # registered `bedside db` files follow the rename
+    from toolkit.score_tables import store_scores
+    store_scores()  # the renamed run's scores are stored in the rename's commit
     from toolkit.store.runs_ops import rename_run
 
     store = _store(ctx, store_dir)

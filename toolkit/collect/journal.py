@@ -24,12 +24,14 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
+from toolkit.score_tables import store_scores
 from toolkit.sql import follow_commits
 from toolkit.store import Store, StoreError
 from toolkit.store.runs_ops import compact_run
 from toolkit.tables import RUN_TABLES, TABLES, to_arrow
 
 follow_commits()  # registered `bedside db` files follow this process's commits
+store_scores()  # each commit stores its run's score tables with its rows
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A run is compacted when a collection ends only once it holds more writes than this (each checkpoint adds

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.score_tables import store_scores
 from toolkit.sql import follow_commits
 from toolkit import protocol
 from toolkit.dataset import Dataset, Problem
@@ -27,6 +28,7 @@ from toolkit.reference._stream import FileRows, ImportError_, Problems, check_sc
 from toolkit.store import Store, StoreError
 
 follow_commits()  # registered `bedside db` files follow this process's commits
+store_scores()  # each commit stores its run's score tables with its rows
 
 CHUNK_BYTES = 32 * MiB  # lines of a file held as rows before they go to the store in one data commit
 BATCH_FILES = 50  # small files whose rows share one data commit per table (each keeps its own runs commit)

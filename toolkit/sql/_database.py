@@ -1,10 +1,11 @@
 """``bedside db``: a DuckDB database file over the store, for the DuckDB CLI, DBeaver or a BI tool.
 
-The file holds no copy of the data: the tables are views over the store's current Parquet files (absolute
-paths) and the derived relations are SQL views over them (``toolkit.sql._views``, the definitions
-``bedside sql`` uses), so any DuckDB >= 1.3 opens it with no extension to load. Two small tables are
-real: ``run_intervals`` (the bootstrap intervals, which are not SQL, computed at write time) and
-``bedside_info`` (the store it mirrors and the store version it reflects).
+The file holds no copy of the data: the tables, and the score tables the store keeps, are views over the
+store's current Parquet files (absolute paths), and the derived relations are views over those
+(``toolkit.sql._views``, the definitions ``bedside sql`` uses), so any DuckDB >= 1.3 opens it with no
+extension to load. A few small tables are real: ``run_intervals`` (the bootstrap intervals, computed at write
+time), ``bedside_info`` (the store it mirrors and the store version it reflects), and in ``_bedside`` the
+score rows the store does not hold (runs written before it stored scores), computed at write time.
 
 Staying current: the file is registered with the store, and every store write rewrites its base views'
 file lists (``toolkit.sql._refresh``, a subscriber of the store's commits); running ``bedside db --out
@@ -22,7 +23,7 @@ from pathlib import Path
 import duckdb
 
 from toolkit.sql import _refresh as database_refresh
-from toolkit.sql._query import build, fill_intervals
+from toolkit.sql._query import build, fill_computed, fill_intervals
 from toolkit.store import Store, StoreError
 from toolkit.summary import SummaryOptions
 
@@ -68,6 +69,7 @@ def write_database(store: Store, path: str | os.PathLike[str],
         con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_VERSION})
         try:
             build(con, files, options)
+            fill_computed(con, store, options)
             rows = fill_intervals(con, store, version, options)
             now = dt.datetime.now(dt.timezone.utc).isoformat()
             con.execute(f"CREATE TABLE {database_refresh.INFO} (format VARCHAR, store_path VARCHAR, store_version BIGINT,"

@@ -2,9 +2,10 @@
 
 The views are ``toolkit.sql._views``' statements, the same ones ``bedside db`` writes into a database file:
 the tables (their schema's columns and types, over the current snapshot's Parquet files) and the derived
-``pass_scores``, ``case_scores``, ``benchmark_scores`` and ``run_summary``, in SQL that gives the
-toolkit's numbers exactly. Bootstrap intervals are not SQL: ``run_intervals`` is filled here with
-``toolkit.summary`` when a query needs them (they cost a bootstrap).
+``pass_scores``, ``case_scores``, ``benchmark_scores`` and ``run_summary``: the score tables the toolkit
+stored with each commit, and those it computes here for what is not stored (``fill_computed``). Bootstrap
+intervals are not stored: ``run_intervals`` is filled here with ``toolkit.summary`` when a query needs them
+(they cost a bootstrap).
 
 ``query`` is what ``bedside sql`` runs: one read-only statement on a locked connection that
 can read the store's current Parquet files and nothing else; ``query_head`` runs it for a table of its
@@ -26,7 +27,8 @@ from toolkit.sql._connection import LockedConnection, explained, parsed
 from toolkit.selection import read_runs
 from toolkit.store import Store, StoreError
 from toolkit.summary import SummaryOptions, summarize_data
-from toolkit.tables import TABLES
+from toolkit.selection import JudgeSelection
+from toolkit.tables import STORED
 
 DERIVED = ("pass_scores", "case_scores", "benchmark_scores", "run_summary")
 _WITH_INTERVALS = ("benchmark_scores", "run_summary", "run_intervals")
@@ -64,9 +66,11 @@ def connect(store: Store, derived: tuple[str, ...] = DERIVED, options: SummaryOp
     """
     _utf8_path(store, store.root)  # before any reader meets it
     version = store.version()
-    files = {name: [_utf8_path(store, f) for f in store.files(name)] for name in TABLES}
+    files = {name: [_utf8_path(store, f) for f in store.files(name)] for name in STORED}
     con = duckdb.connect(":memory:")
     build(con, files, options)
+    if derived:
+        fill_computed(con, store, options)
     if any(d in derived for d in _WITH_INTERVALS):
         fill_intervals(con, store, version, options)
     if read_only:
@@ -91,6 +95,24 @@ def build(con: duckdb.DuckDBPyConnection, files: dict[str, list[str]], options: 
             con.execute(statement)
         except duckdb.Error as error:  # binding read_parquet reads the files' footers: name a damaged one
             raise StoreError(_unreadable([f for t in files.values() for f in t], error)) from None
+
+
+def summary_options(options: views.ViewOptions) -> SummaryOptions:
+    return SummaryOptions(order=options.order, selection=JudgeSelection(options.judge, options.passes))
+
+
+def fill_computed(con: duckdb.DuckDBPyConnection, store: Store, options: SummaryOptions) -> None:
+    """Fill the ``_bedside.computed_*`` tables with the score rows the stored tables do not hold for
+    ``options`` (``toolkit.score_tables.computed``), replacing what they held."""
+    from toolkit.score_tables import computed
+
+    for table, frame in computed(store, options).items():
+        con.register("_bedside_rows", frame.to_arrow())
+        try:
+            con.execute(f"DELETE FROM {views.INTERNAL}.computed_{table}")
+            con.execute(f"INSERT INTO {views.INTERNAL}.computed_{table} SELECT * FROM _bedside_rows")
+        finally:
+            con.unregister("_bedside_rows")
 
 
 def fill_intervals(con: duckdb.DuckDBPyConnection, store: Store, version: int | None,

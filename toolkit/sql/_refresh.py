@@ -4,9 +4,11 @@ A database file written by ``toolkit.sql._database`` holds views over the store'
 such file is listed in ``<store>/.databases.json``; this module subscribes to the store's commits
 (``Store.subscribe``, when it is imported: the modules that write to a store import it) and, after every
 commit that changes which files are live (a run's commit, delete, rename, compaction), rewrites their base
-views' file lists (in a copy renamed over it, so readers never see half a database), under a store-wide lock. Nothing here computes: the derived views
-are SQL over the base views, so new file lists are all a refresh needs (the bootstrap intervals stay as
-computed, stamped with each run's ``updated_at``, so a changed run shows none).
+views' file lists (in a copy renamed over it, so readers never see half a database), under a store-wide lock.
+The score tables come with the files (each commit stores its run's); only the rows the store does not hold
+(runs written before scores were stored, a selection other than the stored one) are computed again
+(``_query.fill_computed``). The bootstrap intervals stay as computed, stamped with each run's
+``updated_at``, so a changed run shows none.
 
 A refresh never fails a write: a database another process holds for writing (DuckDB's file lock) or a
 damaged one gets ONE warning line on stderr (once per process) and is refreshed by a later write or
@@ -31,9 +33,13 @@ import re
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toolkit.store import Store
 from toolkit.store.locks import store_lock
+
+if TYPE_CHECKING:
+    import duckdb
 
 REGISTRY = ".databases.json"
 INFO = "bedside_info"
@@ -155,9 +161,9 @@ def _dead(pid: int) -> bool:
 
 
 def current_files(store: Store) -> dict[str, list[str]]:
-    from toolkit.tables import TABLES
+    from toolkit.tables import STORED
 
-    return {t: [str(f) for f in store.files(t)] for t in TABLES}
+    return {t: [str(f) for f in store.files(t)] for t in STORED}
 
 
 def is_ours(con, root: Path | None = None) -> bool:
@@ -169,14 +175,26 @@ def is_ours(con, root: Path | None = None) -> bool:
     return row is not None and row[0] == FORMAT and (root is None or row[1] == str(root.resolve()))
 
 
-def rewrite(con, files: dict[str, list[str]], version: int | None) -> None:
-    """Point the base views of an open database at ``files`` and record ``version``, in one transaction."""
-    from toolkit.sql._views import base_view
+def rewrite(con: "duckdb.DuckDBPyConnection", store: Store, files: dict[str, list[str]], version: int | None) -> None:
+    """Point the base views of an open database at ``files``, compute the score rows they do not hold, and
+    record ``version``, in one transaction."""
+    import duckdb
 
+    from toolkit.sql._query import fill_computed, summary_options
+    from toolkit.sql._views import base_view, read_options
+    from toolkit.tables import TABLES
+
+    try:
+        options = read_options(con)
+    except duckdb.CatalogException:  # a file of an earlier version: its views are SQL over the tables alone
+        options = None
     con.execute("BEGIN TRANSACTION")
     try:
         for table, paths in files.items():
-            con.execute(base_view(table, paths))
+            if options is not None or table in TABLES:
+                con.execute(base_view(table, paths))
+        if options is not None:
+            fill_computed(con, store, summary_options(options))
         con.execute(f"UPDATE {INFO} SET store_version = ?, refreshed_at = ?",
                     [version, dt.datetime.now(dt.timezone.utc).isoformat()])
         con.execute("COMMIT")
@@ -249,7 +267,7 @@ def _refresh_one(store: Store, database: Path, files: dict[str, list[str]], vers
         shutil.copyfile(database, tmp)
         con = duckdb.connect(str(tmp))
         try:
-            rewrite(con, files, version)
+            rewrite(con, store, files, version)
             con.execute("CHECKPOINT")
         finally:
             con.close()

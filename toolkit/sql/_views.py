@@ -1,103 +1,37 @@
-"""The store's tables and derived relations as DuckDB SQL, defined once.
+"""The store's tables and score tables as DuckDB SQL, defined once.
 
 ``bedside sql`` / ``bs.connect`` (in memory) and ``bedside db`` (a database file) both run these
 statements, and ``schemas/tables.md``'s data dictionary is generated from them. Only SQL that a plain
-DuckDB runs (>= 1.3, for the ``lambda`` syntax; no extension; tests run the 1.5 shell on a file):
-macros, views and one small table.
+DuckDB runs (no extension): views, and a few small tables.
 
-The numbers equal the toolkit's polars/Python ones bit for bit (tests/test_db.py checks):
-- rubric sums run in rubric order (``list_reduce`` over an ordered list), as ``toolkit.scoring`` does;
-- ``round(x, 4)`` is Python's: exact half-way cases are settled by an error-free product (Dekker split);
-- the mean over passes is polars' (Kahan sum / n) and its sd polars' (Welford);
-- benchmark and overall means are ``math.fsum(values) / n``: the values are cut into three integer
-  limbs of 60 bits each (exact for values >= 2**-127), summed as HUGEINT and rounded to the nearest
-  double once (half to even), which is what ``fsum`` returns. That holds for sums of 0 or >= 2**-60;
-  smaller positive sums and negative ones (neither occurs for scores: a non-zero score is >= 1e-4 or a
-  ratio of rubric points) fall back to plain double arithmetic.
-Bootstrap intervals are not SQL: ``run_intervals`` is a table the writer fills, stamped with each
-run's ``updated_at``; the views show an interval only while the run is unchanged since then.
+No arithmetic here: the derived views show the score tables the toolkit computed (``toolkit.score_tables``)
+and stored with each commit, so their numbers are the toolkit's. The schema ``_bedside`` holds what the views
+read besides the tables: ``_bedside.stored_<score table>`` (views of the stored score tables' files),
+``_bedside.computed_<score table>`` (rows the toolkit computed when the connection or file was made: runs
+with no scores stored, and every run for a selection other than the stored one) and ``_bedside.options``
+(that selection, for the refreshes of a ``db`` file). Bootstrap intervals are not stored: ``run_intervals`` is
+a table the writer fills, stamped with each run's ``updated_at``; the views show an interval only while the
+run is unchanged since then.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
-from toolkit import protocol
-from toolkit.sql._derived_views import DERIVED, View
-from toolkit.tables import TABLES
+from toolkit.tables import SCORE_TABLES, STORED, TABLES
 
 # Storage columns the views leave out: ``runs.write_ids`` is the store's commit point, not data.
 HIDDEN = {"runs": ("write_ids",)}
 _DUCK_TYPES = {"string": "VARCHAR", "int32": "INTEGER", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN"}
-_LIMB = "1152921504606846976"  # 2**60
-_MASK = "1152921504606846975::HUGEINT"
-
-MACROS = (
-    # Python's round(x, 4): numpy's route (round the scaled value) away from half-way points, else an
-    # exact comparison of 20000*x with the odd integer 2N+1 (Dekker split: both products are exact).
-    "CREATE OR REPLACE MACRO bs_round4_exact(x, n) AS (CASE "
-    " WHEN 20000.0 * ((134217729.0 * x) - ((134217729.0 * x) - x)) - (2.0 * n + 1.0)"
-    "      > -(20000.0 * (x - ((134217729.0 * x) - ((134217729.0 * x) - x)))) THEN n + 1.0"
-    " WHEN 20000.0 * ((134217729.0 * x) - ((134217729.0 * x) - x)) - (2.0 * n + 1.0)"
-    "      < -(20000.0 * (x - ((134217729.0 * x) - ((134217729.0 * x) - x)))) THEN n"
-    " WHEN n % 2 = 0 THEN n ELSE n + 1.0 END)",
-    "CREATE OR REPLACE MACRO bs_round4(x) AS (CASE WHEN x IS NULL OR isnan(x) THEN NULL"
-    " WHEN NOT isfinite(x) THEN x"
-    " WHEN abs(x * 10000.0 - floor(x * 10000.0) - 0.5) >= 1e-6 THEN round_even(x * 10000.0, 0) / 10000.0"
-    " ELSE bs_round4_exact(x, floor(x * 10000.0)) / 10000.0 END)",
-    # left-to-right sum, as the reference's Python loop adds (the lists are never empty: one per group)
-    "CREATE OR REPLACE MACRO bs_seq_sum(l) AS list_reduce(l, lambda a, b: a + b)",
-    # polars' mean and sd of a group, nulls skipped: Kahan sum / n, and Welford's update. The first value
-    # starts the state ({s: x0, c: 0} and {n: 1, m: x0, d: 0} are what one step from zero gives), since
-    # DuckDB 1.x's list_reduce takes no initial value of another type than the list's.
-    "CREATE OR REPLACE MACRO bs_present(l) AS list_filter(l, lambda v: v IS NOT NULL)",
-    "CREATE OR REPLACE MACRO bs_kahan_mean(l) AS (CASE WHEN len(bs_present(l)) > 0 THEN"
-    " list_reduce(list_transform(bs_present(l), lambda v: struct_pack(s := v, c := 0.0::DOUBLE)),"
-    " lambda a, b: struct_pack(s := a.s + (b.s - a.c), c := ((a.s + (b.s - a.c)) - a.s) - (b.s - a.c))).s"
-    " / len(bs_present(l)) END)",
-    "CREATE OR REPLACE MACRO bs_welford_sd(l) AS (CASE WHEN len(bs_present(l)) > 1 THEN"
-    " sqrt(list_reduce(list_transform(bs_present(l), lambda v: struct_pack(n := 1::BIGINT, m := v, d := 0.0::DOUBLE)),"
-    " lambda a, b: struct_pack(n := a.n + 1, m := a.m + (b.m - a.m) / (a.n + 1),"
-    " d := a.d + (b.m - a.m) * (b.m - (a.m + (b.m - a.m) / (a.n + 1))))).d / (len(bs_present(l)) - 1)) END)",
-    # math.fsum: limb i of x (i = 0, 1, 2) is floor(frac(x * 2**(60 i)) * 2**60), exact for finite x
-    f"CREATE OR REPLACE MACRO bs_limb0(x) AS floor(x * {_LIMB}.0)::HUGEINT",
-    f"CREATE OR REPLACE MACRO bs_limb1(x) AS floor((x * {_LIMB}.0 - floor(x * {_LIMB}.0)) * {_LIMB}.0)::HUGEINT",
-    f"CREATE OR REPLACE MACRO bs_limb2(x) AS floor(((x * {_LIMB}.0 - floor(x * {_LIMB}.0)) * {_LIMB}.0"
-    f" - floor((x * {_LIMB}.0 - floor(x * {_LIMB}.0)) * {_LIMB}.0)) * {_LIMB}.0)::HUGEINT",
-    # carries: value = h * 2**-60 + m * 2**-120 + l * 2**-180 with 0 <= m, l < 2**60
-    f"CREATE OR REPLACE MACRO bs_limbs(h, m, l) AS {{'h': h + ((m + (l >> 60)) >> 60),"
-    f" 'm': (m + (l >> 60)) & {_MASK}, 'l': l & {_MASK}}}",
-    "CREATE OR REPLACE MACRO bs_bits(h) AS (CASE WHEN h <= 0 THEN 0 ELSE CAST(floor(log2(h::DOUBLE)) AS INTEGER) + 1"
-    " - CASE WHEN (h >> (CAST(floor(log2(h::DOUBLE)) AS INTEGER))) = 0 THEN 1 ELSE 0 END"
-    " + CASE WHEN (h >> (CAST(floor(log2(h::DOUBLE)) AS INTEGER) + 1)) > 0 THEN 1 ELSE 0 END END)",
-    # q: the top 53 bits, rem/half: what is cut off and half its unit, sticky: anything below
-    "CREATE OR REPLACE MACRO bs_round_bits(q, rem, half, sticky, e) AS"
-    " (q + CASE WHEN rem > half OR (rem = half AND (sticky OR q % 2 = 1)) THEN 1 ELSE 0 END)::DOUBLE * pow(2.0, e)",
-    "CREATE OR REPLACE MACRO bs_fsum_of(v, b) AS (CASE"
-    " WHEN v.h <= 0 THEN v.h::DOUBLE * pow(2.0, -60) + v.m::DOUBLE * pow(2.0, -120) + v.l::DOUBLE * pow(2.0, -180)"
-    " WHEN b >= 54 THEN bs_round_bits(v.h >> (b - 53), v.h & ((1::HUGEINT << (b - 53)) - 1),"
-    "  1::HUGEINT << (b - 54), v.m > 0 OR v.l > 0, b - 53 - 60)"
-    " ELSE bs_round_bits((v.h << (53 - b)) | (v.m >> (60 - (53 - b))), v.m & ((1::HUGEINT << (60 - (53 - b))) - 1),"
-    "  1::HUGEINT << (59 - (53 - b)), v.l > 0, -60 - (53 - b)) END)",
-    # v: bs_limbs of a group's limb sums, b: bs_bits(v.h), each a column of its own query level (a macro
-    # repeats its arguments' expressions: nested, planning them took most of a second)
-    "CREATE OR REPLACE MACRO bs_fsum(v, b, finite, plain) AS"
-    " (CASE WHEN finite IS NOT FALSE THEN bs_fsum_of(v, b) ELSE plain END)",
-)
-
-
-def _limb_sums(expr: str) -> str:
-    """SQL aggregates of a group for ``bs_fsum`` (see FSUM_STEPS): the limb sums ``_h``, ``_m``, ``_l``, whether every value is finite (``_finite``) and the plain sum (``_plain``: NaN or inf
-    anywhere make fsum's result that of a plain sum)."""
-    finite = f"CASE WHEN isfinite({expr}) THEN {{f}}({expr}) ELSE 0 END"
-    return (f"sum({finite.format(f='bs_limb0')}) AS _h, sum({finite.format(f='bs_limb1')}) AS _m, "
-            f"sum({finite.format(f='bs_limb2')}) AS _l, bool_and(isfinite({expr})) AS _finite, sum({expr}) AS _plain")
-
-
-# The query levels after the limb sums (``{prev}``: the level holding them), ending in column ``_fsum``.
-FSUM_STEPS = ("{name}_v AS (SELECT *, bs_limbs(_h, _m, _l) AS _v FROM {prev}),\n"
-              "{name}_b AS (SELECT *, bs_bits(_v.h) AS _b FROM {name}_v),\n"
-              "{name} AS (SELECT *, bs_fsum(_v, _b, _finite, _plain) AS _fsum FROM {name}_b)")
+INTERNAL = "_bedside"
+_CI = {"benchmark_scores": (("ci_low", "DOUBLE", "Bootstrap 95% interval, low end (from run_intervals; null when "
+                                                 "stale or not computed)."),
+                            ("ci_high", "DOUBLE", "Bootstrap 95% interval, high end (likewise).")),
+       "run_summary": (("ci_low", "DOUBLE", "Bootstrap 95% interval of the macro mean, low end (run_intervals; "
+                                            "null when stale)."),
+                       ("ci_high", "DOUBLE", "Likewise, high end."))}
+_CI_AFTER = {"benchmark_scores": "mean", "run_summary": "overall_macro_mean"}
 
 
 @dataclass(frozen=True)
@@ -110,16 +44,44 @@ class ViewOptions:
     order: str = "auto"
 
 
+@dataclass(frozen=True)
+class View:
+    name: str
+    grain: str
+    doc: str
+    columns: tuple[tuple[str, str, str], ...]  # name, DuckDB type, meaning
+
+
+def _view(name: str) -> View:
+    table = SCORE_TABLES[name]
+    cols: list[tuple[str, str, str]] = []
+    for c in table.columns:
+        cols.append((c.name, _DUCK_TYPES[str(c.type)], c.doc))
+        if c.name == _CI_AFTER.get(name):
+            cols += _CI[name]
+    return View(name, table.grain, table.doc + (" Intervals: see `run_intervals`." if name in _CI else ""),
+                tuple(cols))
+
+
+DERIVED: tuple[View, ...] = tuple(_view(n) for n in SCORE_TABLES)
+
+
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
 def duck_type(table: str, column: str) -> str:
-    return _DUCK_TYPES[str(TABLES[table].schema.field(column).type)]
+    return _DUCK_TYPES[str(STORED[table].schema.field(column).type)]
 
 
 def columns(table: str) -> list[str]:
-    return [c for c in TABLES[table].names if c not in HIDDEN.get(table, ())]
+    return [c for c in STORED[table].names if c not in HIDDEN.get(table, ())]
+
+
+def _name(table: str) -> str:
+    """The view of a stored table: its own name, or ``_bedside.stored_<name>`` for a score table (the derived view
+    of that name shows it with the computed rows)."""
+    return f"{INTERNAL}.stored_{table}" if table in SCORE_TABLES else f'"{table}"'
 
 
 def base_view(table: str, files: list[str]) -> str:
@@ -128,9 +90,9 @@ def base_view(table: str, files: list[str]) -> str:
     cols = ", ".join(f'CAST("{c}" AS {duck_type(table, c)}) AS "{c}"' for c in columns(table))
     if files:
         source = f"read_parquet([{', '.join(_literal(f) for f in files)}], union_by_name = true)"
-        return f'CREATE OR REPLACE VIEW "{table}" AS SELECT {cols} FROM {source}'
+        return f'CREATE OR REPLACE VIEW {_name(table)} AS SELECT {cols} FROM {source}'
     nulls = ", ".join(f'CAST(NULL AS {duck_type(table, c)}) AS "{c}"' for c in columns(table))
-    return f'CREATE OR REPLACE VIEW "{table}" AS SELECT {nulls} WHERE false'
+    return f'CREATE OR REPLACE VIEW {_name(table)} AS SELECT {nulls} WHERE false'
 
 
 INTERVALS = (
@@ -139,38 +101,69 @@ INTERVALS = (
 )
 
 
+def _computed_table(table: str) -> str:
+    cols = ", ".join(f'"{c}" {duck_type(table, c)}' for c in columns(table))
+    return f"CREATE TABLE IF NOT EXISTS {INTERNAL}.computed_{table} ({cols})"
+
+
+def stored_selection(options: ViewOptions) -> bool:
+    """Whether the score tables as stored answer for ``options`` (each run's primary judge, all passes, auto)."""
+    return options == ViewOptions()
+
+
 def derived_view(view: View, options: ViewOptions = ViewOptions()) -> str:
-    judge = "r.judge_model" if options.judge is None else _literal(options.judge)
-    selection = f"x.judge_model = {judge}"
-    if options.passes is not None:
-        selection += f" AND x.judge_pass IN ({', '.join(str(int(p)) for p in options.passes) or 'NULL'})"
+    """The derived view: the stored rows of the runs that have them and the computed ones (all of them for a
+    selection other than the stored one, but for pass scores, which hold every judge and pass)."""
     if options.order not in ("auto", "reference", "dataset"):
         raise ValueError(f"order: {options.order!r} is not auto, reference or dataset")
-    order = ("CASE WHEN r.source = 'imported' THEN 'reference' ELSE 'dataset' END" if options.order == "auto"
-             else _literal(options.order))
-    sql = view.sql.format(selection=selection, order=order, points=_literal(protocol.POINTS_RUBRIC),
-                          positive=protocol.POSITIVE_CLASS_MIN, omission=protocol.SEVERE_OMISSION_CLASS,
-                          commission=protocol.SEVERE_COMMISSION_CLASS, sums_value=_limb_sums("value"),
-                          sums_mean=_limb_sums("mean"), fsum_b=FSUM_STEPS.format(name="fb", prev="s"),
-                          fsum_r=FSUM_STEPS.format(name="fr", prev="s"))
-    return f'CREATE OR REPLACE VIEW "{view.name}" AS {sql}'
+    table = view.name
+    cols = ", ".join(f'"{c}"' for c in columns(table))
+    computed = f"SELECT {cols} FROM {INTERNAL}.computed_{table}"
+    if table == "pass_scores" or stored_selection(options):
+        computed = (f"SELECT {cols} FROM {_name(table)} UNION ALL {computed}"
+                    f" WHERE run_id NOT IN (SELECT run_id FROM {_name('run_summary')})")
+    if table not in _CI:
+        return f'CREATE OR REPLACE VIEW "{table}" AS {computed}'
+    shown = ", ".join(f's."{n}"' if n not in ("ci_low", "ci_high") else f"i.{n}" for n, _, _ in view.columns)
+    match = "i.benchmark = s.benchmark" if table == "benchmark_scores" else "i.benchmark IS NULL"
+    return (f'CREATE OR REPLACE VIEW "{table}" AS WITH s AS ({computed}) SELECT {shown} FROM s'
+            f" JOIN runs r ON r.run_id = s.run_id LEFT JOIN run_intervals i ON i.run_id = s.run_id AND {match}"
+            f" AND i.run_updated_at IS NOT DISTINCT FROM r.updated_at")
+
+
+def _options_table(options: ViewOptions) -> list[str]:
+    passes = "NULL" if options.passes is None else _literal(json.dumps(list(options.passes)))
+    judge = "NULL" if options.judge is None else _literal(options.judge)
+    return [f'CREATE OR REPLACE TABLE {INTERNAL}.options (judge VARCHAR, passes VARCHAR, "order" VARCHAR)',
+            f"INSERT INTO {INTERNAL}.options VALUES ({judge}, {passes}, {_literal(options.order)})"]
+
+
+def read_options(con) -> ViewOptions:
+    """The selection a connection or database file was built for (``_bedside.options``)."""
+    judge, passes, order = con.execute(f'SELECT judge, passes, "order" FROM {INTERNAL}.options').fetchone()
+    return ViewOptions(judge, None if passes is None else tuple(json.loads(passes)), order)
 
 
 def statements(files: dict[str, list[str]], options: ViewOptions = ViewOptions()) -> list[str]:
-    """Everything a connection or a database file needs, in order: macros, base views, the intervals
-    table (created empty if missing), derived views."""
-    return [*MACROS, *(base_view(t, files.get(t, [])) for t in TABLES), INTERVALS,
+    """Everything a connection or a database file needs, in order: the internal schema, base views, the
+    intervals table and the computed score tables (created empty if missing), the selection, derived views."""
+    return [f"CREATE SCHEMA IF NOT EXISTS {INTERNAL}", *(base_view(t, files.get(t, [])) for t in STORED), INTERVALS,
+            *(_computed_table(t) for t in SCORE_TABLES), *_options_table(options),
             *(derived_view(v, options) for v in DERIVED)]
 
 
 def dictionary() -> str:
     """The derived views' data dictionary (Markdown), for ``schemas/tables.md``."""
     out = ["## Derived views", "",
-           "`bedside sql`, `bs.connect(store)` and the database file of `bedside db` define these views over the",
-           "tables above, from one definition each (`toolkit/sql/_derived_views.py`), in plain DuckDB SQL: the numbers",
-           "equal the toolkit's scoring and summaries exactly. Their settings: each run's primary judge, all its",
-           "passes, and the `auto` order (the reference order, with the scores the source file reported, for",
-           "imported runs; dataset order, recomputed, for collected ones); `bs.connect` takes other settings.", ""]
+           "The scores are data too: every commit that writes a run's rows also writes, in that same commit, the",
+           "run's score tables below, computed by the toolkit's own scoring (`toolkit/score_tables.py`), as Delta",
+           "tables `<store>/<name>/` partitioned by run like the run tables (rows of the run's latest commit only).",
+           "`bedside sql`, `bs.connect(store)` and the database file of `bedside db` show them as views of these names",
+           "(no arithmetic in SQL: the numbers are the toolkit's), adding the bootstrap intervals of `run_intervals`.",
+           "Their settings: each run's primary judge, all its passes, and the `auto` order (the reference order, with",
+           "the scores the source file reported, for imported runs; dataset order, recomputed, for collected ones).",
+           "`bs.connect` takes other settings: then the toolkit computes those rows when it connects, as it does for",
+           "runs written before scores were stored (no step needed: their next commit stores them).", ""]
     for v in DERIVED:
         out += [f"### `{v.name}`", "", v.doc, "", f"One row per {v.grain}.", "",
                 "| column | type | meaning |", "|---|---|---|"]

@@ -19,11 +19,11 @@ import polars as pl
 import pyarrow as pa
 
 from toolkit.store import commits, delta, live as writes, transaction
-from toolkit.store.delta import PART
+from toolkit.store.delta import PART, SCORES
 from toolkit.store.locks import run_lock, store_lock
 from toolkit.store.paths import (StoreError, check_store_folder, claim_store_folder, default_store_path, new_run_id,
                                  MARKER, normal_run_id, part_of as _part, safe_segment)
-from toolkit.tables import DATASET_TABLES, RUN_TABLES, TABLES, to_arrow
+from toolkit.tables import DATASET_TABLES, RUN_TABLES, STORED, TABLES, to_arrow
 
 _SNAPSHOT_TRIES = writes.TRIES
 _RUNS: dict[tuple, pa.Table] = {}  # (runs table, version) -> its rows: a committed version never changes
@@ -35,9 +35,12 @@ class _Snapshot:
     runs: pa.Table  # physical runs rows (with part)
     as_of: dt.datetime | None  # data tables are read as of this time (pinned stores), else latest
 
-    def live(self) -> dict[str, set[str]]:
+    def live(self, table: str | None = None) -> dict[str, set[str]]:
+        """part -> the write ids whose rows of ``table`` are visible (a score table: the scores write only)."""
         parts = self.runs.column(PART).to_pylist()
         ids = self.runs.column("write_ids").to_pylist()
+        if table in SCORES:
+            return {p: {w} if (w := writes.scores_write(writes.parse(t))) else set() for p, t in zip(parts, ids)}
         return {p: set(writes.parse(w)) for p, w in zip(parts, ids)}
 
     def live_writes(self) -> dict[str, writes.Writes]:
@@ -128,7 +131,7 @@ class Store:
             return []
         if table in DATASET_TABLES:
             return delta.files_of(loaded, path, None if keys is None else set(keys), None)
-        live = snap.live()
+        live = snap.live(table)
         parts = None if keys is None else {_part(k) for k in keys}
         return delta.files_of(loaded, path, parts, live)
 
@@ -149,7 +152,7 @@ class Store:
         keys = run_ids if keys is None else keys
         if keys is not None and table not in DATASET_TABLES:
             keys = [self._canon(k) for k in keys]
-        schema = TABLES[table].schema
+        schema = STORED[table].schema
         wanted = columns if columns is not None else schema.names
         # Types set in polars: an Arrow cast would import pyarrow.compute (~25 ms of a cold command).
         out_types = pl.from_arrow(pa.Table.from_batches([], pa.schema([schema.field(c) for c in wanted]))).schema
@@ -181,6 +184,28 @@ class Store:
         else:
             raise StoreError(f"{self.root}: the store kept changing while {table} was read; try again")
         return data.select(wanted).cast(out_types)
+
+    def read_writes(self, table: str, run_id: str, write_ids: set[str],
+                    columns: list[str] | None = None) -> pl.DataFrame:
+        """The run's rows of ``table`` (or ``columns`` of it) written by ``write_ids`` at the table's latest
+        version, visible or not yet: what a commit in progress will show (``Transaction.read``)."""
+        path = self._path(table)
+        loaded = delta.actions_as_of(path, None)
+        part = _part(run_id)
+        found = [] if loaded is None else delta.files_of(loaded, path, {part}, {part: set(write_ids)})
+        return delta.read_files([f for f, _, _ in found], table, columns or STORED[table].names)
+
+    def unscored(self, run_ids: list[str] | None = None) -> list[str]:
+        """Runs (all, or of ``run_ids``) with no scores stored (written before scores were, or by a process
+        that stores none): readers compute theirs."""
+        runs = self.read("runs", run_ids, columns=["run_id", "write_ids"])
+        return [r for r, w in zip(runs["run_id"], runs["write_ids"]) if writes.scores_write(writes.parse(w)) is None]
+
+    @staticmethod
+    def score_with(scorer: transaction.Scorer) -> None:
+        """Have ``scorer`` compute the score rows of every commit of this process (``transaction.Scorer``):
+        the layer that knows the arithmetic registers it; the store only stores what it returns."""
+        transaction.score_with(scorer)
 
     def prefetch(self, tables: tuple[str, ...] = tuple(TABLES)) -> None:
         """Read the transaction logs of these tables (default: all) at once, a thread each, so that the reads

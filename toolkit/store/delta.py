@@ -1,7 +1,8 @@
 """The store's tables as Delta Lake tables (delta-rs): physical schemas, commits with retry, live files.
 
 Physical layout per table (``<store>/<table>/``): the columns of ``toolkit.tables`` plus
-- ``write_id`` in the run tables (answers, judgments, decisions): the commit that wrote the row;
+- ``write_id`` in the run tables (answers, judgments, decisions, and the score tables): the commit that wrote
+  the row;
 - ``part``: the path-safe run id (run tables) or the dataset digest (cases, rubric_items), the Delta
   partition column, so a run's or a dataset's files sit in one directory; in ``runs`` it is a plain
   column, because that table is kept as a few small files that every command reads whole.
@@ -24,9 +25,11 @@ import pyarrow as pa
 from toolkit.store.disk import SLACK, is_no_space, no_space, quiet_panics, room
 from toolkit.store.sealed import seal_added
 from toolkit.store.paths import StoreError
-from toolkit.tables import DATASET_TABLES, TABLES
+from toolkit.tables import DATASET_TABLES, SCORE_TABLES, STORED
 
 DATA_TABLES = ("answers", "judgments", "decisions")
+SCORES = tuple(SCORE_TABLES)  # a run's scores: rows of its one scores write (``live.scores_write``)
+RUN_DATA = (*DATA_TABLES, *SCORES)
 PART = "part"
 WRITE_ID = "write_id"
 _RETRIES = 60
@@ -34,8 +37,8 @@ T = TypeVar("T")
 
 
 def physical_schema(table: str) -> pa.Schema:
-    fields = [pa.field(f.name, f.type, nullable=True) for f in TABLES[table].schema]
-    if table in DATA_TABLES:
+    fields = [pa.field(f.name, f.type, nullable=True) for f in STORED[table].schema]
+    if table in RUN_DATA:
         fields.append(pa.field(WRITE_ID, pa.string()))
     fields.append(pa.field(PART, pa.string()))
     return pa.schema(fields)
@@ -50,7 +53,7 @@ def empty(table: str, columns: list[str] | None = None) -> pa.Table:
 
 
 def partition_by(table: str) -> list[str] | None:
-    return [PART] if table in DATA_TABLES or table in DATASET_TABLES else None
+    return [PART] if table in RUN_DATA or table in DATASET_TABLES else None
 
 
 def is_table(path: Path) -> bool:

@@ -1,7 +1,9 @@
 """A run's live writes, as its ``runs`` row lists them, and the check that their rows can all be found.
 
 ``write_ids`` holds a JSON object: write id -> rows that write committed, by run table (``{"answers": 30,
-...}``); stores of earlier versions hold a plain list of ids (rows unknown). A live write whose rows a table
+...}``); stores of earlier versions hold a plain list of ids (rows unknown). A run's scores (the score tables)
+are those of ONE write, its scores write: the commit that wrote them names them in its entry, and every commit
+drops them from the older entries (``without_scores``), so older score rows are invisible from that commit on. A live write whose rows a table
 no longer has (its add action gone from the log, say) makes the run damaged: read, it would show fewer
 rows, and so wrong numbers, without a word.
 """
@@ -13,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.store import delta
-from toolkit.store.delta import DATA_TABLES, PART
+from toolkit.store.delta import DATA_TABLES, PART, RUN_DATA, SCORES
 from toolkit.store.paths import part_of as _part
 
 TRIES = 8  # snapshots a check takes while concurrent commits keep moving the store
@@ -28,6 +30,27 @@ def parse(text: str | None) -> Writes:
 
 def dump(writes: Writes) -> str:
     return json.dumps(writes, sort_keys=False, separators=(",", ":"))
+
+
+def scores_write(writes: Writes) -> str | None:
+    """The write whose score rows are the run's (None: the run has none stored, e.g. written by an earlier
+    version: readers compute its scores)."""
+    found = [w for w, rows in writes.items() if rows and SCORES[-1] in rows]
+    return found[-1] if found else None
+
+
+def without_scores(writes: Writes) -> Writes:
+    """``writes`` naming no score rows: what a commit keeps of the older writes. A write that held only score
+    rows is dropped (its rows are swept)."""
+    out: Writes = {}
+    for wid, rows in writes.items():
+        if rows is None:
+            out[wid] = None
+            continue
+        kept = {t: n for t, n in rows.items() if t not in SCORES}
+        if kept or not rows:
+            out[wid] = kept
+    return out
 
 
 def counts(frames: dict[str, Any]) -> dict[str, int]:
@@ -106,7 +129,7 @@ def _damaged(store: Any, snap: Any, run_ids: list[str] | None) -> dict[str, str]
     run_ids = None if run_ids is None else [store._canon(r, snap) for r in run_ids]
     wanted = None if run_ids is None else {_part(r) for r in run_ids}
     out: dict[str, str] = {}
-    for table in DATA_TABLES:
+    for table in RUN_DATA:
         for path, part, size in store._data_files(snap, table, None):
             if (wanted is not None and part not in wanted) or by_part.get(part) in out:
                 continue
@@ -114,6 +137,6 @@ def _damaged(store: Any, snap: Any, run_ids: list[str] | None) -> dict[str, str]
             if actual != size:
                 what = "missing" if actual is None else f"{actual} bytes, its commit recorded {size}"
                 out[by_part[part]] = f"{path}: damaged part file ({what})"
-    for run_id, problem in lost_in(store, snap, DATA_TABLES, run_ids).items():
+    for run_id, problem in lost_in(store, snap, RUN_DATA, run_ids).items():
         out.setdefault(run_id, problem)
     return out

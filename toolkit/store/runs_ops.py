@@ -1,7 +1,8 @@
 """Whole-run operations on a store: remove, rename, compact (and the vacuum compaction runs).
 
 Each is one store transaction (``toolkit.store.transaction``): one ``runs`` commit under the run's lock,
-followed by a sweep of the rows no run names any more.
+followed by a sweep of the rows no run names any more. A rename and a compaction copy the run's data and
+have its scores computed again in their commit (as every commit does), rather than copying them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from toolkit.store import commits, delta, live as writes, transaction
-from toolkit.store.delta import DATA_TABLES
+from toolkit.store.delta import DATA_TABLES, RUN_DATA
 from toolkit.store.locks import store_lock
 from toolkit.store.paths import StoreError, new_run_id, now_iso
 from toolkit.tables import TABLES
@@ -72,7 +73,7 @@ def compact_run(store: "Store", run_id: str) -> None:
             txn.add({t: store.read(t, [txn.run_id]).to_arrow() for t in DATA_TABLES})
             txn.commit({c: current[c] for c in TABLES["runs"].names}, replace=True)
         else:
-            transaction.sweep(store, txn.run_id, set(live))
+            transaction.sweep(store, txn.run_id, set(live), writes.scores_write(live))
     finally:
         txn.lock.close()
     if _compact_runs_table(store):
@@ -82,7 +83,7 @@ def compact_run(store: "Store", run_id: str) -> None:
 def _vacuum(store: "Store") -> None:
     """Delete files no version within Delta's retention (7 days) names: never a file the current version,
     or a reader of a recent one, needs. Every 25th version of a table, so its listing cost is spread."""
-    for table in (*DATA_TABLES, "runs"):
+    for table in (*RUN_DATA, "runs"):
         path = store._path(table)
         latest = delta.latest_version(path)
         if latest is not None and latest % 25 == 0:

@@ -12,6 +12,11 @@ A given write id (a journal's tag) may be a replay after a crash: its first data
 ``overwrite ... where write_id = W``, so replaying never duplicates a row. Several runs' transactions may
 share one data commit per table (``add_rows``: a bulk import of small files); each still becomes visible
 only through its own runs commit. Subscribers (``commits``) are told after each runs commit.
+
+Scores are data too: before its runs commit a transaction asks the registered scorer (``score_with``; the
+store itself knows no arithmetic) for the score rows of the whole run as the commit will show it, and adds
+them under its write id, so the commit that changes a run's rows changes its scores with them. With no
+scorer (or one that cannot score the run) the commit stores none and readers compute them.
 """
 
 from __future__ import annotations
@@ -24,20 +29,31 @@ import uuid
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
 
 from toolkit.store import commits, delta, live as writes
-from toolkit.store.delta import DATA_TABLES, PART, WRITE_ID
+from toolkit.store.delta import PART, RUN_DATA, SCORES, WRITE_ID
 from toolkit.store.disk import SLACK, NoSpace, room
 from toolkit.store.paths import StoreError, new_run_id, normal_run_id, now_iso, part_of
-from toolkit.tables import TABLES, to_arrow
+from toolkit.tables import STORED, TABLES, to_arrow
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from toolkit.store.core import Store
 
 Rows = dict[str, "pa.Table | list[dict]"]  # run table -> its rows
+# (transaction, the runs row it commits) -> the run's score rows by score table; None: none to store.
+# ``Transaction.read`` gives the run's rows as the commit will show them. Raising: the run is stored unscored.
+Scorer = Callable[["Transaction", dict], "Rows | None"]
+_SCORERS: list[Scorer] = []
+
+
+def score_with(scorer: Scorer) -> None:
+    """The one scorer of this process's commits (a later registration replaces it)."""
+    _SCORERS[:] = [scorer]
 
 
 @dataclass
@@ -53,6 +69,11 @@ class Transaction:
     began: float = field(default_factory=time.time)  # files of the run's partitions newer than this are its own
     lock: ExitStack = field(default_factory=ExitStack, repr=False)
     done: bool = field(default=False)  # committed or abandoned: nothing more to do
+    showing: set[str] = field(default_factory=set)  # while scoring: the write ids the commit will show
+
+    def read(self, table: str, columns: list[str] | None = None) -> "pl.DataFrame":
+        """The run's rows of a data table (or ``columns`` of it) as this commit will show them (for the scorer)."""
+        return self.store.read_writes(table, self.run_id, self.showing, columns)
 
     def add(self, rows: Rows) -> None:
         """Data commits, one per table, of ``rows``; nothing becomes visible."""
@@ -68,15 +89,19 @@ class Transaction:
             raise StoreError(f"{self.store.root}: no run {self.run_id!r} to add rows to")
         keep = self.current is not None and not replace and self.renaming is None
         live = writes.parse(self.current["write_ids"]) if keep else {}
+        row = _next_row(self.current, run_row, replace)
+        self._score(row, live)
         if self.wrote:
             live = writes.add({k: v for k, v in live.items() if k != self.write_id}, self.write_id, self.rows)
+        live = {**writes.without_scores({k: v for k, v in live.items() if k != self.write_id}),
+                **({self.write_id: live[self.write_id]} if self.write_id in live else {})}
         drop = None if self.renaming is None else part_of(self.renaming)
-        _commit_row(self.store, self.run_id, self.current, run_row, step, live, replace, drop)
+        _commit_row(self.store, self.run_id, self.current, row, step, live, drop)
         self.done = True
         try:
             try:  # the rows no run names now: invisible already, so a failed sweep leaves them to the next one
                 if replace and self.current is not None:
-                    sweep(self.store, self.run_id, set(live))
+                    sweep(self.store, self.run_id, set(live), writes.scores_write(live))
                 if self.renaming is not None:
                     sweep(self.store, self.renaming, set())
             except StoreError:  # a full disk, say: the commit stands, and saying it failed would be untrue
@@ -87,6 +112,22 @@ class Transaction:
             self.lock.close()
             commits.committed(self.store)
         return self.write_id
+
+    def _score(self, row: dict[str, Any], live: writes.Writes) -> None:
+        """Add the score rows of the run as this commit will show it (``Scorer``), if a scorer is registered."""
+        if not _SCORERS:
+            return
+        self.showing = set(live) | ({self.write_id} if self.wrote else set())
+        try:
+            rows = _SCORERS[0](self, row)
+        except StoreError:  # the store itself failed (a damaged file, a full disk): so does the commit
+            raise
+        except Exception:  # noqa: BLE001 - rows it cannot score (decisions outside the rubric) are stored
+            rows = None     # unscored: readers compute the scores and say what is wrong
+        finally:
+            self.showing = set()
+        if rows:
+            self.add(rows)
 
     def remove(self) -> None:
         """ONE runs commit removing the run (it stops being one), then its rows are swept and their files
@@ -117,10 +158,10 @@ class Transaction:
             return
         self.done = True
         try:
-            keep = set() if self.current is None else set(writes.parse(self.current["write_ids"]))
+            live = {} if self.current is None else writes.parse(self.current["write_ids"])
             if self.wrote:
                 try:
-                    sweep(self.store, self.run_id, keep)
+                    sweep(self.store, self.run_id, set(live), writes.scores_write(live))
                 except Exception:  # a full disk, say: the rows stay invisible
                     pass
             # Files this write left that no version names (a data commit that failed, one swept just now) go
@@ -206,7 +247,7 @@ def add_rows(batch: list[tuple[Transaction, Rows]]) -> None:
                         f"{PART} = '{part_of(txn.run_id)}' AND {WRITE_ID} = '{txn.write_id}'")
     if tables:
         store = batch[0][0].store
-        for table in DATA_TABLES:
+        for table in RUN_DATA:
             if table in tables:
                 delta.append(store._path(table), table, pa.concat_tables(tables[table]))
     for txn, rows in counted:
@@ -227,12 +268,18 @@ def commit_run(store: "Store", run_id: str, rows: Rows | None = None, run_row: d
         txn.lock.close()  # a failed one leaves its rows invisible: the run's next replace or compaction sweeps them
 
 
-def _commit_row(store: "Store", run_id: str, current: dict[str, Any] | None, run_row: dict[str, Any] | None,
-                step: dict[str, Any] | None, live: writes.Writes, replace: bool, drop: str | None) -> None:
+def _next_row(current: dict[str, Any] | None, run_row: dict[str, Any] | None, replace: bool) -> dict[str, Any]:
+    """The runs row's columns as a commit sets them (before its steps, time and write ids)."""
     base = {} if current is None else {c: current[c] for c in TABLES["runs"].names}
     row = {**base, **(run_row or {})} if not replace else {**(run_row or base)}
     if current is not None and not replace:
         row["created_at"] = current["created_at"]
+    return row
+
+
+def _commit_row(store: "Store", run_id: str, current: dict[str, Any] | None, row: dict[str, Any],
+                step: dict[str, Any] | None, live: writes.Writes, drop: str | None) -> None:
+    row = dict(row)
     steps = json.loads((current or {}).get("steps") or "[]")
     if step is not None:
         steps.append(step)
@@ -251,7 +298,7 @@ def _commit_row(store: "Store", run_id: str, current: dict[str, Any] | None, run
 def _has_rows(store: "Store", run_id: str) -> bool:
     """Whether any data table holds rows of the run (cheap: cached add actions of the latest versions)."""
     seg = part_of(run_id)
-    for table in DATA_TABLES:
+    for table in RUN_DATA:
         path = store._path(table)
         latest = delta.latest_version(path)
         if latest is not None and delta.files_of(delta.actions_at(path, latest), path, {seg}, None):
@@ -259,11 +306,13 @@ def _has_rows(store: "Store", run_id: str) -> bool:
     return False
 
 
-def sweep(store: "Store", run_id: str, keep: set[str]) -> None:
-    """Delete the run's data rows whose write id is not in ``keep`` (under the run's lock). They are
-    invisible already; this only frees the space (Delta keeps the files for older versions)."""
+def sweep(store: "Store", run_id: str, keep: set[str], scores: str | None = None) -> None:
+    """Delete the run's data rows whose write id is not in ``keep``, and its score rows but those of the write
+    ``scores`` (under the run's lock). They are invisible already; this only frees the space (Delta keeps the
+    files for older versions)."""
     seg = part_of(run_id)
-    for table in DATA_TABLES:
+    for table in RUN_DATA:
+        kept = ({scores} if scores else set()) if table in SCORES else keep
         path = store._path(table)
         loaded = delta.load(path)
         if loaded is None:
@@ -271,12 +320,12 @@ def sweep(store: "Store", run_id: str, keep: set[str]) -> None:
         present = delta.files_of(loaded, path, {seg}, None)
         if not present:
             continue
-        visible = delta.files_of(loaded, path, {seg}, {seg: keep})
+        visible = delta.files_of(loaded, path, {seg}, {seg: kept})
         if len(visible) == len(present):
             continue
         where = f"{PART} = '{seg}'"
-        if keep:
-            where += f" AND {WRITE_ID} NOT IN ({', '.join(repr(k) for k in sorted(keep))})"
+        if kept:
+            where += f" AND {WRITE_ID} NOT IN ({', '.join(repr(k) for k in sorted(kept))})"
         delta.delete(path, where)
 
 
@@ -284,7 +333,7 @@ def free_files(store: "Store", run_id: str, since: float | None) -> None:
     """Delete the files of the run's partitions that the tables' latest versions do not name (written
     since ``since``, a time; None: all). Under the run's lock: no other writer adds files there."""
     seg = part_of(run_id)
-    for table in DATA_TABLES:
+    for table in RUN_DATA:
         path = store._path(table)
         folder = path / f"{PART}={seg}"
         latest = delta.latest_version(path)
@@ -311,11 +360,11 @@ def _frames(run_id: str, rows: Rows) -> dict[str, pa.Table]:
     fit (a number where text belongs, a lone surrogate, ...), before any commit."""
     out = {}
     for table, data in rows.items():
-        if table not in DATA_TABLES:
+        if table not in RUN_DATA:
             raise StoreError(f"{table} is not a run data table")
         try:
             frame = data if isinstance(data, pa.Table) else to_arrow(table, data)
-            frame = frame.select(TABLES[table].schema.names).cast(TABLES[table].schema)
+            frame = frame.select(STORED[table].schema.names).cast(STORED[table].schema)
             given = frame.column("run_id").unique().to_pylist()
             if given and given != [run_id] and {normal_run_id(g) for g in given} == {normal_run_id(run_id)}:
                 frame = frame.set_column(frame.schema.get_field_index("run_id"), "run_id",

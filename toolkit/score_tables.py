@@ -1,0 +1,110 @@
+"""The score tables (``toolkit.tables.SCORE_TABLES``) of runs, computed by the toolkit's own scoring.
+
+Every commit stores its run's score tables (``store_scores`` registers ``score_commit`` with the store), so
+SQL, the ``db`` file and notebooks read numbers the toolkit computed once, in polars. Readers compute them
+here too for what is not stored: runs written before scores were stored, and selections other than the
+stored one (another judge, some passes, another order).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from toolkit.selection import RunData, TEXT_COLUMNS, latest_valid_decisions, per_case, read_runs, scored_passes
+from toolkit.store import Store, StoreError
+from toolkit.store.transaction import Transaction
+from toolkit.summary import (SummaryOptions, benchmark_means, macro_mean, ordered_cases, resolve_order,
+                             run_facts)
+from toolkit.tables import SCORE_TABLES, TABLES, to_arrow
+
+LEVELS = tuple(SCORE_TABLES)  # pass_scores, case_scores, benchmark_scores, run_summary
+
+
+def _typed(table: str, frame: pl.DataFrame) -> pl.DataFrame:
+    schema = pl.from_arrow(SCORE_TABLES[table].schema.empty_table()).schema
+    return frame.select(list(schema)).cast(schema)
+
+
+def empty(table: str) -> pl.DataFrame:
+    return pl.from_arrow(SCORE_TABLES[table].schema.empty_table())
+
+
+def score_tables(data: RunData, options: SummaryOptions = SummaryOptions(),
+                 levels: tuple[str, ...] = LEVELS) -> dict[str, pl.DataFrame]:
+    """The score tables of every run in ``data`` under ``options`` (its judge, passes and order; pass scores
+    do not depend on them: every judge and pass), each in its schema's columns and a fixed row order."""
+    out: dict[str, pl.DataFrame] = {}
+    if "pass_scores" in levels:
+        passes = scored_passes(data, latest_valid_decisions(data.judgments, data.decisions))
+        out["pass_scores"] = _typed("pass_scores", passes.sort("run_id", "case_id", "judge_model", "judge_pass"))
+    if not {"case_scores", "benchmark_scores", "run_summary"} & set(levels):
+        return out
+    cases = per_case(data, options.selection)
+    out["case_scores"] = _typed("case_scores", cases.sort("run_id", "position"))
+    facts = run_facts(data, options.selection)
+    bench_rows, run_rows = [], []
+    for run in data.runs.iter_rows(named=True):
+        order = resolve_order(options.order, run)
+        frame = ordered_cases(cases.filter(pl.col("run_id") == run["run_id"]), order)
+        values = {b[0]: s["score"].to_list() for b, s in frame.group_by("benchmark", maintain_order=True)}
+        means = benchmark_means({n: values[n] for n in sorted(values)})
+        bench_rows += [{"run_id": run["run_id"], "benchmark": n, "n": k, "mean": m} for n, (k, m) in means.items()]
+        fact = facts.get(run["run_id"], {})
+        run_rows.append({
+            "run_id": run["run_id"], "answer_model": fact.get("answer_model"), "judge_model": fact.get("judge_model"),
+            "source": run["source"], "dataset_sha256": run["dataset_sha256"], "completed_cases": frame.height,
+            "errors": fact.get("errors", 0), "overall_macro_mean": macro_mean([m for _, m in means.values()]),
+            "judge_passes_per_answer": fact.get("passes", 1), "order": order,
+            "started_at": fact.get("started_at"), "finished_at": fact.get("finished_at")})
+    out["benchmark_scores"] = pl.from_arrow(to_arrow("benchmark_scores", bench_rows))
+    out["run_summary"] = pl.from_arrow(to_arrow("run_summary", run_rows))
+    return {t: f for t, f in out.items() if t in levels}
+
+
+def score_commit(txn: Transaction, run_row: dict) -> dict | None:
+    """The store's scorer (``Store.score_with``): the score tables of the run as ``txn`` will commit it; None
+    when its dataset is not stored (readers then say so). ValueError when its decisions do not fit the rubric."""
+    store, sha = txn.store, run_row.get("dataset_sha256")
+    if not sha or not store.has_dataset(sha):
+        return None
+    runs = pl.from_arrow(to_arrow("runs", [{**run_row, "run_id": txn.run_id}]))
+
+    def read(table: str) -> pl.DataFrame:  # as ``read_runs(texts=False)`` reads it
+        return txn.read(table, [c for c in TABLES[table].names if c not in TEXT_COLUMNS.get(table, ())])
+
+    data = RunData(runs, read("answers"), read("judgments"), read("decisions"),
+                   store.read("cases", keys=[sha]), store.read("rubric_items", keys=[sha]))
+    return {t: f.to_arrow() for t, f in score_tables(data).items()}
+
+
+def store_scores() -> None:
+    """Have this process's commits store their runs' score tables (the writers call it once)."""
+    Store.score_with(score_commit)
+
+
+def computed(store: Store, options: SummaryOptions = SummaryOptions()) -> dict[str, pl.DataFrame]:
+    """What readers of the stored score tables add: every level for the runs with none stored, and (for a
+    selection other than the stored one) the case, benchmark and run levels of every run. A run that cannot
+    be scored (its dataset not stored, decisions outside the rubric) has no rows, as in the stored tables."""
+    unscored = set(store.unscored())
+    stored_selection = options == SummaryOptions(bootstrap=options.bootstrap)
+    run_ids = [r for r in store.run_ids() if r in unscored or not stored_selection]
+    out: dict[str, list[pl.DataFrame]] = {t: [] for t in LEVELS}
+
+    def add(ids: list[str]) -> None:
+        frames = score_tables(read_runs(store, ids, texts=False), options)
+        for table, frame in frames.items():
+            out[table].append(frame.filter(pl.col("run_id").is_in(list(unscored))) if table == "pass_scores"
+                              else frame)
+
+    if run_ids:
+        try:
+            add(run_ids)
+        except (ValueError, StoreError):  # run by run, leaving out those that cannot be scored
+            out = {t: [] for t in LEVELS}
+            for run_id in run_ids:
+                try:
+                    add([run_id])
+                except (ValueError, StoreError):  # raised before any of its rows were added
+                    pass
+    return {t: pl.concat(frames) if frames else empty(t) for t, frames in out.items()}
