@@ -80,7 +80,7 @@ MACROS = (
     " ELSE bs_round_bits((v.h << (53 - b)) | (v.m >> (60 - (53 - b))), v.m & ((1::HUGEINT << (60 - (53 - b))) - 1),"
     "  1::HUGEINT << (59 - (53 - b)), v.l > 0, -60 - (53 - b)) END)",
     # v: bs_limbs of a group's limb sums, b: bs_bits(v.h), each a column of its own query level (a macro
-    # repeats its arguments' expressions: nested, planning them took most of a second)
+    # repeats its arguments' expressions: nested, their planning would grow with every level)
     "CREATE OR REPLACE MACRO bs_fsum(v, b, finite, plain) AS"
     " (CASE WHEN finite IS NOT FALSE THEN bs_fsum_of(v, b) ELSE plain END)",
 )
