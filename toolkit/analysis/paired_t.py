@@ -52,7 +52,6 @@ from typing import Sequence
 
 import numpy as np
 
-from toolkit import _process
 from toolkit.analysis.paired import TIE
 from toolkit.protocol import CI_HIGH
 
@@ -114,7 +113,8 @@ def paired_t(differences: np.ndarray, strata: Sequence[slice] | None = None) -> 
     regular = usable & ~degenerate & ~partial
     out = {name: np.full(k, np.nan) for name in ("se", "df", "p_value", "ci_low", "ci_high", "mdd80")}
     if regular.any():
-        special = _process.student_t_ufuncs()  # imported here: a command that prints no pair never loads it
+        from scipy import special  # imported here: a command that prints no pair never loads scipy
+
         r_df, r_se, r_delta = df[regular], se[regular], delta[regular]
         critical = special.stdtrit(r_df, CI_HIGH)
         out["se"][regular], out["df"][regular] = r_se, r_df

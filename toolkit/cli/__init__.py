@@ -93,10 +93,8 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from toolkit import _process
     from toolkit.cli.common import run_safely
 
-    _process.one_blas_thread()  # before numpy is imported
     return run_safely(cli, argv if argv is not None else sys.argv[1:])
 
 
