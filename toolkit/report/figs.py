@@ -83,7 +83,8 @@ def draw(a: Analyses, notes: list[str]) -> dict[str, list[FigureOut]]:
         with matplotlib.rc_context({"text.parse_math": False}), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                fig = getattr(figures, spec.name)(*args, **kwargs)
+                data = getattr(figures, f"{spec.name}_data")(*args, **kwargs)
+                fig = getattr(figures, spec.name)(*args, **kwargs, twin=data)  # the frame drawn, computed once
                 png = figures.png_bytes(fig, dpi=DPI)
             except ValueError as error:
                 fig = None
@@ -92,8 +93,6 @@ def draw(a: Analyses, notes: list[str]) -> dict[str, list[FigureOut]]:
         if fig is None:
             continue
         fig.clear()
-        data_fn = getattr(figures, f"{spec.name}_data", None)
-        data = data_fn(*args, **kwargs) if data_fn is not None else None
         out.setdefault(spec.section, []).append(FigureOut(spec.name, spec.caption, png, data))
     if missing:
         notes.append(missing_glyph_note(list(missing), a))
