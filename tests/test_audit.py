@@ -201,7 +201,7 @@ def test_an_exported_collected_run_audits_clean(tmp_path: Path, store, sample_da
     """Export and audit agree: a collected run (two judges, two passes, failed cases) written by ``export``
     has nothing wrong but the cases that failed."""
     from tests.analysis_sim import write_run
-    from toolkit.reference._read import export_reference
+    from toolkit.reference import export_reference
 
     failed = [c["case_id"] for c in sample_dataset.raw_cases[:2]]
     write_run(store, sample_dataset, "c", skill=0.3, seed=5, passes=2, extra_judges=(("judge-y", 0.2),),

@@ -1,4 +1,4 @@
-"""Short read-only commands keep the memory they free (glibc mallopt): fewer fresh pages, same output."""
+"""The command as a process, through the ``bedside`` script's own entry: output whole, exit status, one line."""
 
 from __future__ import annotations
 
@@ -6,62 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
-import toolkit.cli as cli
-
-CHURN = """
-import resource, sys
-import numpy as np
-if sys.argv[1] == "keep":
-    from toolkit.cli import _keep_freed_memory
-    _keep_freed_memory()
-
-
-def step():  # 24 MB at once, touched, then freed: more than glibc keeps by default
-    a, b, c = np.ones(1 << 20), np.ones(1 << 20), np.ones(1 << 20)
-    return a.sum() + b.sum() + c.sum()
-
-
-step()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(20):
-    step()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-"""
-
-
-def _faults(mode: str, env: dict[str, str] | None = None) -> int:
-    out = subprocess.run([sys.executable, "-c", CHURN, mode], capture_output=True, text=True, check=True, env=env)
-    return int(out.stdout)
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallopt")
-def test_freed_blocks_are_reused_instead_of_faulted_in_again() -> None:
-    import os
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    default, kept = _faults("default", env), _faults("keep", env)
-    assert default > 20 * 1000  # ~20 x 1500 pages faulted in again by default
-    assert kept < default / 5
-    # A MALLOC_* setting of the user's own wins: nothing is changed.
-    assert _faults("keep", {**env, "MALLOC_ARENA_MAX": "2"}) > 20 * 1000
-
-
-def test_only_short_read_commands_ask_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[str] = []
-    monkeypatch.setattr(cli, "_keep_freed_memory", lambda: calls.append("kept"))
-    monkeypatch.setattr(cli, "_quick_exit", lambda code: None)  # the process entry would end this process
-    monkeypatch.setattr("toolkit.cli.common.run_safely", lambda group, args: 0)
-    for argv, expected in ((["compare", "--all"], ["kept"]), (["summary", "--all"], ["kept"]), (["run", "--help"], []),
-                           (["demo"], []), (["--version"], []), ([], [])):
-        calls.clear()
-        monkeypatch.setattr(sys, "argv", ["bedside", *argv])
-        assert cli.entry() == 0
-        assert calls == expected, argv
-    calls.clear()
-    assert cli.main(["compare", "--all"]) == 0 and calls == []  # in a process of its own (a test, a notebook): untouched
-    assert {"run", "judge", "demo", "sim", "import", "dataset"}.isdisjoint(cli.SHORT_READERS)
-    assert cli.SHORT_READERS <= set(cli.COMMANDS)
 
 
 def bedside_process(args: list[str], prelude: str = "", redirect: str = "") -> subprocess.CompletedProcess:
@@ -73,7 +17,7 @@ def bedside_process(args: list[str], prelude: str = "", redirect: str = "") -> s
     return subprocess.run(argv, capture_output=True, text=True)
 
 
-def test_a_short_reader_ends_quickly_with_its_output_whole_and_exit_handlers_run(demo_store) -> None:
+def test_a_command_ends_with_its_output_whole_and_exit_handlers_run(demo_store) -> None:
     import json
 
     handler = "import atexit; atexit.register(lambda: print('exit handler ran', file=sys.stderr))"
@@ -86,7 +30,7 @@ def test_a_short_reader_ends_quickly_with_its_output_whole_and_exit_handlers_run
     assert listing.returncode == 0 and len(json.loads(listing.stdout)) == 4
 
 
-def test_a_short_reader_keeps_its_exit_status_and_its_one_line(tmp_path) -> None:
+def test_a_command_keeps_its_exit_status_and_its_one_line(tmp_path) -> None:
     done = bedside_process(["compare", "--all", "--store", str(tmp_path / "none")])
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "the store has no runs" in done.stderr and done.stdout == ""

@@ -16,7 +16,7 @@ from tests.collect_support import bedside
 from toolkit.collect.demo import DEMO_MODELS, run_demo
 from toolkit.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
-from toolkit.reference._read import export_reference, import_reference
+from toolkit.reference import export_reference, import_reference
 from toolkit.store import Store
 from toolkit.tables import RUN_TABLES
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests import reference_model as rm
 from toolkit.cli import main
-from toolkit.reference._read import export_reference, import_reference
+from toolkit.reference import export_reference, import_reference
 from toolkit.store import Store
 
 SAMPLES = 10_000  # the reference's own setting: the summary file must match at the default

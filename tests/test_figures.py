@@ -377,3 +377,32 @@ def test_no_other_command_pays_for_matplotlib() -> None:
     code = ("import sys, toolkit, toolkit.cli, toolkit.analysis, toolkit.summary; "
             "assert 'matplotlib' not in sys.modules and 'toolkit.figures' not in sys.modules, 'matplotlib loaded'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_the_report_computes_each_figures_data_once(demo_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each figure draws the frame the report writes as its CSV (``twin=``), not a second computation of it."""
+    import importlib
+
+    from toolkit.report import figs
+    from toolkit.report.analyses import Timings, analyse
+    from toolkit.selection import JudgeSelection
+    from toolkit.store import Store
+
+    calls: dict[str, int] = {}
+    for spec in figs.SPECS:
+        name = f"{spec.name}_data"
+        real = getattr(figures, name)
+        module = importlib.import_module(real.__module__)
+
+        def counted(*args, _real=real, _name=name, **kwargs):
+            calls[_name] = calls.get(_name, 0) + 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(figures, name, counted)
+        monkeypatch.setattr(module, name, counted)  # the figure function's own reference to its twin
+    a = analyse(Store.open(demo_store), ["sim/strong", "sim/medium", "sim/weak"], ResampleSettings(200, 1),
+                JudgeSelection(), None, False, Timings())
+    drawn = figs.draw(a, [])
+    names = [f.key for section in drawn.values() for f in section]
+    assert len(names) >= 8 and all(f.data is not None for section in drawn.values() for f in section)
+    assert {name: calls.get(f"{name}_data") for name in names} == {name: 1 for name in names}

@@ -11,7 +11,8 @@ from tests import reference_model as rm
 from tests.conftest import snapshot
 from toolkit.bootstrap._reference import BootstrapSettings
 from toolkit.cli import main
-from toolkit.reference._read import ImportError_, export_reference, import_reference
+from toolkit.reference import export_reference, import_reference
+from toolkit.reference._read import ImportError_
 from toolkit.store import Store, StoreError
 from toolkit.summary import SummaryOptions, summarize
 

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from toolkit.dataset import item_id_for
-from toolkit.scoring import case_scores, pass_scores, py_round
+from toolkit.scoring import case_scores, pass_scores, round_series
 from tests import reference_model as rm
 
 
@@ -89,6 +89,12 @@ def test_severe_commission_is_diagnostic_only() -> None:
     assert row["severe_commissions"] == 1
     assert row["precision"] == 0.5 and row["recall"] == 1.0
     assert row["score"] == round(2 * 0.5 / 1.5, 4) == 0.6667  # no veto
+
+
+def py_round(values: np.ndarray, ndigits: int) -> np.ndarray:
+    """``round_series`` on a numpy array (NaN stays NaN)."""
+    series = pl.Series("v", np.asarray(values, dtype=np.float64), nan_to_null=True)
+    return round_series(series, ndigits).to_numpy()
 
 
 def test_python_rounding_half_even_on_the_binary_value() -> None:

@@ -104,34 +104,6 @@ def test_ctrl_c_from_outside_reaches_a_summary_waiting_for_its_threads(demo_stor
         child.wait()
 
 
-def test_a_percentile_block_failing_in_the_helper_thread_is_raised_not_left_as_garbage(monkeypatch) -> None:
-    """Out of memory in the helper thread: the caller gets the error (the command's one line), not intervals
-    from uninitialised memory and a thread traceback on stderr."""
-    import threading
-
-    import numpy as np
-    import pytest
-
-    from toolkit.analysis import paired
-
-    real = np.percentile
-
-    def helper_fails(*args, **kwargs):
-        if threading.current_thread() is not threading.main_thread():
-            raise MemoryError("simulated")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(np, "percentile", helper_fails)
-    seen: list = []
-    monkeypatch.setattr(threading, "excepthook", seen.append)
-    boot = np.random.default_rng(0).random((8 * paired._PERCENTILE_ROWS, 100))
-    before = set(threading.enumerate())
-    with pytest.raises(MemoryError):
-        paired.percentile_interval(boot)
-    assert seen == []  # nothing escaped the helper
-    assert set(threading.enumerate()) <= before  # and the helper has ended
-
-
 def test_the_interval_of_one_row_is_a_pair_of_numbers_as_before() -> None:
     """One row of resamples (1-D): numpy's percentile gives numbers (np.float64, a float), as it did before the
     block-wise version; 0-d arrays are not JSON and not a polars value."""

@@ -41,7 +41,7 @@ _EXPORTS: dict[str, str] = {
     "export_reference": "toolkit.reference",
     "audit_file": "toolkit.reference",
     "AuditReport": "toolkit.reference",
-    # collection (these import the openai SDK, ~1 s, on first use)
+    # collection (these import the openai SDK, heavy, on first use)
     "evaluate": "toolkit.collect.api",
     "rejudge": "toolkit.collect.api",
     "plan_evaluation": "toolkit.collect.api",

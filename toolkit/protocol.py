@@ -125,8 +125,3 @@ def judge_messages(prompt: str, answer: str, items: list[tuple[str, float, str]]
 def severity_class(points: int) -> int:
     """Severity class (1-9) of an f1_weighted_rubric item's signed points."""
     return POINTS_TO_CLASS[points]
-
-
-def class_weight(points: int) -> int:
-    """F1 weight of an f1_weighted_rubric item's signed points."""
-    return CLASS_WEIGHT[POINTS_TO_CLASS[points]]

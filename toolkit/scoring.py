@@ -9,7 +9,6 @@ Sums run in rubric order so that they equal the reference's left-to-right sums.
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
 from toolkit import protocol
@@ -20,8 +19,8 @@ PASS_KEY = ["run_id", "case_id", "judge_model", "judge_pass"]
 def round_series(values: pl.Series, ndigits: int) -> pl.Series:
     """Element-wise ``round(x, ndigits)`` with CPython's exact semantics (NaN and null become null).
 
-    In polars, not numpy: a numpy array made back into a Series imports ``numpy.ma`` (~20 ms of
-    every cold command that scores)."""
+    In polars, not numpy: a numpy array made back into a Series imports ``numpy.ma``, which a cold
+    command that scores would otherwise not load."""
     values = values.cast(pl.Float64)
     # A column of the scale, not a number: polars divides by a number as a product with its
     # reciprocal, which is not exact (9600 / 10000 would be 0.9600000000000001).
@@ -36,12 +35,6 @@ def round_series(values: pl.Series, ndigits: int) -> pl.Series:
     if near.len():
         out = out.scatter(near, [round(v, ndigits) for v in values.gather(near).to_list()])
     return out.fill_nan(None).rename(values.name)
-
-
-def py_round(values: np.ndarray, ndigits: int) -> np.ndarray:
-    """``round_series`` on a numpy array (NaN stays NaN)."""
-    series = pl.Series("v", np.asarray(values, dtype=np.float64), nan_to_null=True)
-    return round_series(series, ndigits).to_numpy()
 
 
 def _round_expr(expr: pl.Expr) -> pl.Expr:
@@ -76,7 +69,7 @@ def pass_scores(decisions: pl.DataFrame, rubric_items: pl.DataFrame, extra_key: 
     # The reference adds in rubric order, left to right. When every points value is a whole number (as
     # in every published rubric; the protocol's weights always are), each partial sum is exact and any
     # order gives the same bits: the rows are then summed as they come, sorting only the passes (sorting
-    # every decision row was most of the scoring time). Otherwise running sums in rubric order.
+    # every decision row would cost more than the scoring itself). Otherwise running sums in rubric order.
     any_order = _whole_numbers(items["points"])
     if not any_order:
         joined = joined.sort([*key, "item_index"])

@@ -10,7 +10,6 @@ for imported runs and ``dataset`` for collected ones.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -63,7 +62,7 @@ def summarize_data(data: RunData, run_ids: list[str], options: SummaryOptions) -
     if len(unique) < 2 or (os.cpu_count() or 1) < 2:
         return {run_id: one(run_id) for run_id in unique}
     # Runs are independent, and most of a run's bootstrap is numpy work that leaves the GIL (only the
-    # draw scan's loop holds it): two threads, one core each (~0.4 s of 20 runs' first summary).
+    # draw scan's loop holds it): two threads, one core each.
     pool = ThreadPoolExecutor(max_workers=2)
     try:
         futures = [pool.submit(one, run_id) for run_id in unique]
@@ -186,8 +185,3 @@ def run_facts(data: RunData, selection: JudgeSelection) -> dict[str, dict]:
     for row in span.iter_rows(named=True):
         facts.setdefault(row["run_id"], {}).update(started_at=row["started_at"], finished_at=row["finished_at"])
     return facts
-
-
-def to_json(summaries: dict[str, dict]) -> str:
-    """The summaries as JSON text (NaN written as the reference's ``json.dumps`` writes it)."""
-    return json.dumps(summaries, indent=2)

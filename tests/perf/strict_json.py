@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests import reference_model as rm  # noqa: E402
 from tests.perf import rows as perf_rows  # noqa: E402
 from toolkit.dataset import load_dataset  # noqa: E402
-from toolkit.reference._read import read_result_rows  # noqa: E402
+from toolkit.reference._stream import Problems, iter_result_rows  # noqa: E402
 
 TARGET = 1.0  # at most double: a Python call per number (parsing is a small part of an import)
 
@@ -45,11 +45,13 @@ def main() -> None:
             plain = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
             plain_s = min(plain_s, time.perf_counter() - start)
             start = time.perf_counter()
-            strict = read_result_rows(path)
+            problems = Problems()
+            strict = [(number, row) for number, row, _ in iter_result_rows(path, problems)]
+            assert not problems.count, problems.error()
             strict_s = min(strict_s, time.perf_counter() - start)
     assert [r for _, r in strict] == plain
     overhead = strict_s / plain_s - 1
-    print(f"{size:.0f} MB, {len(plain)} rows: json.loads {plain_s:.2f} s, read_result_rows {strict_s:.2f} s, "
+    print(f"{size:.0f} MB, {len(plain)} rows: json.loads {plain_s:.2f} s, strict reader {strict_s:.2f} s, "
           f"overhead {overhead:+.0%} (target <= {TARGET:.0%}) {'OK' if overhead <= TARGET else 'MISSED'}")
     perf_rows.row(f"strict reading of a {size:.0f} MB result file vs json.loads",
                   f"{overhead:+.0%} ({strict_s:.2f} s vs {plain_s:.2f} s, best of 3)", f"<= +{TARGET:.0%}",

@@ -40,7 +40,8 @@ from tests import reference_model as rm  # noqa: E402
 from tests.perf.panel import build_panel, shared_root  # noqa: E402
 from tests.perf.rows import row  # noqa: E402
 from toolkit.dataset import load_dataset  # noqa: E402
-from toolkit.reference._read import import_reference, read_result_rows  # noqa: E402
+from toolkit.reference import import_reference  # noqa: E402
+from toolkit.reference._stream import Problems, iter_result_rows  # noqa: E402
 from toolkit.store import Store  # noqa: E402
 from toolkit.summary import SummaryOptions, summarize  # noqa: E402
 
@@ -122,7 +123,7 @@ def main() -> None:
         cpu0, t0 = time.process_time(), time.perf_counter()
         reference = {}
         for i, path in enumerate(files[:n_ref]):
-            rows = [r for _, r in read_result_rows(path)]
+            rows = [r for _, r, _ in iter_result_rows(path, Problems())]
             reference[f"model-{i}"] = rm.summarize(rows, 10_000, 42, expected_ids, panel.sha256)
         ref_s = (time.perf_counter() - t0) * args.runs / n_ref
         ref_cpu = (time.process_time() - cpu0) * args.runs / n_ref

@@ -31,8 +31,6 @@ under-cover, which the commands say in a note (``small_sample_note``).
 
 from __future__ import annotations
 
-import queue
-import threading
 import warnings
 from dataclasses import dataclass
 from typing import Sequence
@@ -105,9 +103,8 @@ def draw_resamples(strata: Sequence[tuple[str, int]], settings: ResampleSettings
                    ) -> SharedResamples:
     """Resample counts for strata of the given sizes (in the given order), from one seeded Generator.
 
-    The draws are taken in a fixed order of (stratum, chunk of resamples) calls, which fixes the numbers.
-    A helper thread makes them while this one counts the previous chunk (numpy leaves the GIL in both):
-    counting is the larger share, and a cold ``compare`` waits for it."""
+    The draws are taken in a fixed order of (stratum, chunk of resamples) calls, which fixes the numbers;
+    each chunk is counted before the next is drawn, so one index chunk is held at a time."""
     names, slices, start = [], [], 0
     for name, size in strata:
         if size < 1:
@@ -121,37 +118,10 @@ def draw_resamples(strata: Sequence[tuple[str, int]], settings: ResampleSettings
     for b, s in enumerate(slices):
         rows = max(1, _DRAW_CHUNK // (s.stop - s.start))
         plan += [(b, first, min(samples, first + rows)) for first in range(0, samples, rows)]
-    drawn: queue.Queue = queue.Queue(maxsize=2)  # at most two index chunks wait: memory stays bounded
-    stop = threading.Event()
-
-    def draw() -> None:
-        try:
-            for b, first, last in plan:
-                if stop.is_set():
-                    return
-                n = slices[b].stop - slices[b].start
-                drawn.put(rng.integers(0, n, size=(last - first, n)))
-        except BaseException as error:  # noqa: BLE001 - handed to the counting thread, which raises it
-            drawn.put(error)
-
     counts = [np.empty((s.stop - s.start, samples)) for s in slices]
-    drawer = threading.Thread(target=draw, daemon=True)
-    drawer.start()
-    try:
-        for b, first, last in plan:
-            index = drawn.get()
-            if isinstance(index, BaseException):
-                raise index
-            counts[b][:, first:last] = _counts(index)
-    except BaseException:
-        stop.set()
-        while drawer.is_alive():  # unblock a drawer waiting on a full queue, then let it end
-            try:
-                drawn.get(timeout=0.01)
-            except queue.Empty:
-                pass
-        raise
-    drawer.join()  # it has handed over its last chunk
+    for b, first, last in plan:
+        n = slices[b].stop - slices[b].start
+        counts[b][:, first:last] = _counts(rng.integers(0, n, size=(last - first, n)))
     return SharedResamples(tuple(names), tuple(slices), tuple(counts))
 
 
@@ -165,10 +135,9 @@ def _counts(index: np.ndarray) -> np.ndarray:
 def percentile_interval(boot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row of (..., samples): the CI_LOW and CI_HIGH percentiles (linear), ignoring NaN resamples.
 
-    numpy's percentile, a block of rows at a time: each block is copied into a buffer that is reused (on
-    a virtual machine first touching fresh memory costs as much as the partition itself, and numpy's
-    percentile would copy the whole input), and two threads take half the blocks each (the partition
-    leaves the GIL). Blocks with a NaN go through nanpercentile afterwards, in this thread."""
+    numpy's percentile, a block of rows at a time, each copied into one reused buffer that the partition
+    may overwrite (numpy's percentile would copy the whole input at once). Blocks with a NaN go through
+    nanpercentile afterwards."""
     boot = np.asarray(boot, dtype=np.float64)
     shape, samples = boot.shape[:-1], boot.shape[-1]
     if samples == 0:
@@ -181,35 +150,15 @@ def percentile_interval(boot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     starts = list(range(0, count, _PERCENTILE_ROWS))
     with_nan: list[int] = []
 
-    def blocks(mine: list[int]) -> None:
-        buffer = np.empty((min(_PERCENTILE_ROWS, count), samples))
-        for start in mine:
-            stop = min(start + _PERCENTILE_ROWS, count)
-            block = buffer[:stop - start]
-            np.copyto(block, rows[start:stop])
-            if np.isnan(block).any():
-                with_nan.append(start)  # list.append is atomic
-                continue
-            lo[start:stop], hi[start:stop] = np.percentile(block, q, axis=-1, overwrite_input=True)
-
-    failed: list[BaseException] = []
-
-    def helper_blocks(mine: list[int]) -> None:
-        try:
-            blocks(mine)
-        except BaseException as error:  # noqa: BLE001 - raised below: its blocks are not filled
-            failed.append(error)
-
-    helper = threading.Thread(target=helper_blocks, args=(starts[1::2],), daemon=True) if len(starts) > 1 else None
-    if helper is not None:
-        helper.start()
-    try:
-        blocks(starts[::2] if helper is not None else starts)
-    finally:
-        if helper is not None:
-            helper.join()
-    if failed:
-        raise failed[0]
+    buffer = np.empty((min(_PERCENTILE_ROWS, count), samples))
+    for start in starts:
+        stop = min(start + _PERCENTILE_ROWS, count)
+        block = buffer[:stop - start]
+        np.copyto(block, rows[start:stop])
+        if np.isnan(block).any():
+            with_nan.append(start)
+            continue
+        lo[start:stop], hi[start:stop] = np.percentile(block, q, axis=-1, overwrite_input=True)
     for start in with_nan:
         stop = min(start + _PERCENTILE_ROWS, count)
         with warnings.catch_warnings():

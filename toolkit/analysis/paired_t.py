@@ -45,11 +45,7 @@ into a certainty; df and mdd80 are NaN.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import math
-import sys
-import types
 import warnings
 from dataclasses import dataclass
 from typing import Sequence
@@ -61,31 +57,6 @@ from toolkit.protocol import CI_HIGH
 
 POWER = 0.80  # the power mdd80 is stated at
 LEVEL = round(2 * (1 - CI_HIGH), 12)  # two-sided test level matching the 95% interval: 0.05
-
-
-def _t_distribution() -> types.SimpleNamespace:
-    """scipy's Student t ufuncs ``stdtr`` and ``stdtrit``, imported here: a command that prints no pair
-    never pays for them. ``import scipy.special`` costs 0.2-0.4 s, nearly all of it the array-API layer
-    of its ``__init__`` (which imports numpy's f2py, testing, fft...); the ufuncs live in the compiled
-    ``scipy.special._ufuncs``, loaded here under a bare package (~20 ms): the same objects a later
-    ``import scipy.special`` exports, so the numbers are scipy's. Any surprise: the plain import."""
-    if "scipy.special" not in sys.modules:
-        try:
-            import scipy
-
-            spec = importlib.util.find_spec("scipy.special")
-            sys.modules["scipy.special"] = importlib.util.module_from_spec(spec)  # a package not yet run
-            try:
-                ufuncs = importlib.import_module("scipy.special._ufuncs")
-            finally:
-                del sys.modules["scipy.special"]  # the real package is run by the next import of it
-            return types.SimpleNamespace(stdtr=ufuncs.stdtr, stdtrit=ufuncs.stdtrit)
-        except Exception:  # noqa: BLE001  (another scipy layout: the plain import below)
-            for name in [m for m in sys.modules if m.startswith("scipy.special")]:
-                del sys.modules[name]
-    from scipy import special
-
-    return types.SimpleNamespace(stdtr=special.stdtr, stdtrit=special.stdtrit)
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,7 +113,8 @@ def paired_t(differences: np.ndarray, strata: Sequence[slice] | None = None) -> 
     regular = usable & ~degenerate & ~partial
     out = {name: np.full(k, np.nan) for name in ("se", "df", "p_value", "ci_low", "ci_high", "mdd80")}
     if regular.any():
-        special = _t_distribution()
+        from scipy import special  # imported here: a command that prints no pair never loads scipy
+
         r_df, r_se, r_delta = df[regular], se[regular], delta[regular]
         critical = special.stdtrit(r_df, CI_HIGH)
         out["se"][regular], out["df"][regular] = r_se, r_df

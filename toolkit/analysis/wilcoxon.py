@@ -15,9 +15,9 @@ rank sums; mean and variance adjusted for them (Cureton), variance corrected for
 ties among the non-zero differences, no continuity correction: scipy's formula,
 checked in tests/test_analysis_compare.py). Permutation rows (13 cases or fewer
 with zeros or ties) are enumerated here too, exactly, by counting (``sign_flip_p``:
-scipy's enumeration takes ~1 s per row at 13 cases). Rows without zeros and ties
-go to scipy, one call per length (the same branch alone or together). Importing scipy.stats takes ~0.6 s, a quarter of a cold ``bedside
-compare`` of full runs, so it is imported only when such a row exists; rubric
+scipy's enumeration of 2^13 sign patterns is slow per row). Rows without zeros and ties
+go to scipy, one call per length (the same branch alone or together). scipy.stats is heavy to import, a
+large part of a cold ``bedside compare``, so it is imported only when such a row exists; rubric
 scores are full of ties, so with more than 13 common cases it rarely is.
 """
 

@@ -1,9 +1,9 @@
 """The caches of derived resample draws: in memory (``MemoryCache``, bounded in bytes) and, for whole
 index tables, a persistent one in the user's cache directory.
 
-Rebuilding the reference's resample indices costs about a second for a 500-case
-dataset at 10,000 resamples; they depend only on (sizes, samples, seed) and on the
-code that derives them, so a cold command can read them back instead (~20 ms).
+Rebuilding the reference's resample indices is most of a cold ``summary``'s work;
+they depend only on (sizes, samples, seed) and on the code that derives them, so a
+cold command reads them back instead (tests/perf/summary_speed.py times both).
 
 The cache can never change a result:
 * a file is named ``<key digest>-<content digest>.npy``: the key digest covers the

@@ -92,42 +92,8 @@ def cli() -> None:
     """
 
 
-# Commands that end soon after reading the store (they print, or write files they close themselves):
-# they keep the memory they free (``_keep_freed_memory``) and skip the interpreter's teardown (``entry``).
-SHORT_READERS = frozenset({"summary", "compare", "items", "harms", "agreement", "report", "sql", "db", "export",
-                           "audit", "runs"})
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
-
-
-def _keep_freed_memory() -> None:
-    """Have glibc keep the memory this process frees, for reuse, instead of handing it back at once.
-
-    By default a freed block over 128 KB goes back to the system, so each numpy temporary of a command
-    lands on fresh pages, and first touching a page costs ~2 us on a virtual machine: a cold ``compare``
-    on 30 x 500 took 64,000 such faults, 0.33 s -> 0.27 s for its analysis when they go (mallopt, as the
-    MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ variables would, which must be set before the process
-    starts). Only for commands that end soon (collection keeps the defaults); the user's settings win;
-    nothing where the C library is not glibc."""
-    if sys.platform != "linux" or any(k.startswith("MALLOC_") for k in os.environ):
-        return
-    try:
-        import ctypes
-
-        mallopt = ctypes.CDLL("libc.so.6").mallopt
-    except (OSError, AttributeError):  # musl and others
-        return
-    mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # blocks up to 32 MB come from the heap, and go back to it
-    mallopt(_M_TRIM_THRESHOLD, 1 << 30)  # the heap is not trimmed below 1 GB of free space
-
-
 def main(argv: list[str] | None = None) -> int:
     from toolkit.cli.common import run_safely
-
-    # numpy's OpenBLAS runs a matrix product on a thread per core; the commands' products are small
-    # (runs x cases by cases x resamples), and on a busy machine its threads spin against the other
-    # processes: compare's ten products took 0.3 s instead of 25 ms at load 20 (same numbers: the
-    # threads split the output, not the sums). Before numpy is imported; the user's setting wins.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
     return run_safely(cli, argv if argv is not None else sys.argv[1:])
 
@@ -136,32 +102,10 @@ def entry() -> int:
     """``main`` as the whole process (the ``bedside`` script and ``python -m toolkit``, through
     ``toolkit.console``): what concerns the process as a whole is done here, not in ``main``, which
     tests and notebooks call inside a process of their own."""
-    args = sys.argv[1:]
-    # A stream the shell closed (``>&-``) is None in Python, and a command writing its table or CSV there
-    # stopped with an internal error: what goes there is dropped instead, as the user asked.
+    # A stream the shell closed (``>&-``) is None in Python: what goes there is dropped, as the user asked,
+    # instead of a command stopping with an internal error when it writes its table or CSV.
     if sys.stdout is None:
         sys.stdout = open(os.devnull, "w", encoding="utf-8")
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")
-    short = bool(args) and args[0] in SHORT_READERS
-    if short:
-        _keep_freed_memory()
-    code = main(args)
-    if short:
-        _quick_exit(code)
-    return code
-
-
-def _quick_exit(code: int) -> None:
-    """End the process without the interpreter's teardown, which frees every module and object one by
-    one: ~60 ms of a cold ``compare`` (of ~0.8 s). Exit handlers still run and the standard streams are
-    flushed first; if a flush fails (a closed pipe), this returns and the normal exit reports it."""
-    import atexit
-
-    atexit._run_exitfuncs()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        return
-    os._exit(code)
+    return main(sys.argv[1:])

@@ -2,7 +2,7 @@
 
 Options in, a call to ``toolkit.collect.api`` (or ``run_demo``), output and exit status out: the
 logic lives in the API so that notebooks can call it. The API is imported inside the commands
-because the collector pulls in the openai SDK (~1 s), which other commands never need.
+because the collector pulls in the openai SDK, heavy to import, which other commands never need.
 """
 
 from __future__ import annotations

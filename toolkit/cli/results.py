@@ -41,7 +41,7 @@ def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, store_
                             "(drop it: each run is named after its file)"])
     store = open_store(store_dir)
     dataset = load_dataset(dataset_path)
-    if single:  # one file: its failure is the command's (exactly as before bulk import)
+    if single:  # one file: its failure is the command's own (its error and exit status)
         _print_report(import_reference(store, paths[0], dataset, run_id, replace), paths[0])
         return
     failed = 0

@@ -185,8 +185,8 @@ def _plain(cell: str) -> bool:
 
 def _print_plain(console: Any, title: str | None, caption: str | None, headers: list[str], widths: list[int],
                  rows: list[list[str]]) -> None:
-    """The text rich prints for a table that fits without wrapping, written row by row: rich lays out
-    every cell (~1 ms a row; 2.5 s CPU for compare's 435 pairs on a busy machine). Rich itself still
+    """The text rich prints for a table that fits without wrapping, written row by row: rich measures and
+    lays out every cell, which dominates a long table such as compare's pairs. Rich itself still
     draws the frame (title, header, borders, caption) with each column at its natural width, and the
     rows go in above the bottom border, left-aligned with one space of padding, as rich writes them."""
     import io

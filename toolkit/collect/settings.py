@@ -204,7 +204,7 @@ class CollectSettings:
     judge_reasks: int = DEFAULT_JUDGE_REASKS  # extra judge calls after an invalid reply
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     checkpoint_s: float = 2.0
-    # Registered `bedside db` files are refreshed (~0.25 s each time) at most this often while the run is
+    # Registered `bedside db` files are refreshed (each a DuckDB file rewritten) at most this often while the run is
     # collected, and always once at its end (the finished run shows there); the checkpoints in between
     # only mark a refresh as due.
     db_refresh_s: float = 30.0

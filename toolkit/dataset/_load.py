@@ -12,30 +12,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-# jsonschema's optional "iri" format check imports rfc3987_syntax, which builds a grammar when imported: ~1.2 s
-# of CPU for every command that loads a dataset. Formats are never checked here (no format_checker), so it is
-# hidden while jsonschema is imported, and only then: the process can still import it itself afterwards.
-_HIDE_IRI = "rfc3987_syntax" not in sys.modules
-if _HIDE_IRI:
-    sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # an import of it raises ImportError
-try:
-    import jsonschema  # noqa: E402
-finally:
-    if _HIDE_IRI:
-        del sys.modules["rfc3987_syntax"]
-import polars as pl  # noqa: E402
+import polars as pl
 
-from toolkit import protocol
+from toolkit import _process, protocol
 from toolkit.inputs import (DATASET_FILE_LIMIT, InputError, field_path, inside, is_plain_name, open_regular,
                             parse_json, read_text, shorten)
 from toolkit.dataset._frames import frames as _frames
+
+if TYPE_CHECKING:
+    import jsonschema
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # a source checkout's root (not used by installed wheels)
 
@@ -340,7 +331,7 @@ def _load_parquet(path: Path, problems: list[Problem]) -> Located:
 @cache
 def _validator(method: str) -> jsonschema.protocols.Validator:
     schema = json.loads(schema_path(method).read_text(encoding="utf-8"))
-    return jsonschema.Draft202012Validator(schema)
+    return _process.import_jsonschema().Draft202012Validator(schema)  # imported on the first validation
 
 
 def _check_cases(located: Located, known: set[str], problems: list[Problem]) -> None:

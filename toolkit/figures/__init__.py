@@ -11,8 +11,9 @@ its own input's order). The report does exactly this, so a notebook doing it get
 
 Every plotting function ``<name>(...)`` has a tidy twin ``<name>_data(...)`` taking the same
 arguments and returning the polars frame it draws (rows in plotting order, run labels included),
-so a report can write ``tables/<name>.csv`` next to ``figures/<name>.png``. ``FIGURES`` maps each
-name to its (figure, data) pair.
+so a report can write ``tables/<name>.csv`` next to ``figures/<name>.png``; the figure takes that frame
+as ``twin=`` (computed once: ``fig = leaderboard(cmp, twin=leaderboard_data(cmp))``). ``FIGURES`` maps
+each name to its (figure, data) pair.
 
 Inputs: ``Comparison`` (``toolkit.compare``), ``per_case`` frames, ``ItemAnalysis``
 (``analyse_items``), the ``harms`` frame, ``Agreement`` (``judge_agreement``) and ``RunData``

@@ -24,9 +24,9 @@ def leaderboard_data(cmp: Comparison, palette: Palette | None = None) -> pl.Data
 
 
 @laid_out
-def leaderboard(cmp: Comparison, palette: Palette | None = None) -> Figure:
+def leaderboard(cmp: Comparison, palette: Palette | None = None, *, twin: pl.DataFrame | None = None) -> Figure:
     """Overall mean with its 95% interval per run (left, in the run's colour) and its 95% rank interval (right)."""
-    frame = leaderboard_data(cmp)
+    frame = leaderboard_data(cmp) if twin is None else twin
     if frame.is_empty():
         raise ValueError("leaderboard: no ranked run to draw (every run is listed as not ranked)")
     n = frame.height
@@ -88,13 +88,13 @@ def benchmark_heatmap_data(cmp: Comparison) -> pl.DataFrame:
 
 
 @laid_out
-def benchmark_heatmap(cmp: Comparison) -> Figure:
+def benchmark_heatmap(cmp: Comparison, *, twin: pl.DataFrame | None = None) -> Figure:
     """Run x benchmark means; each cell reads "mean" over "±half width" of its 95% interval.
 
     Runs in leaderboard order (runs not ranked below), benchmarks alphabetical; a benchmark a run has no case in is a grey
     hatched cell marked "no cases".
     """
-    frame = benchmark_heatmap_data(cmp)
+    frame = benchmark_heatmap_data(cmp) if twin is None else twin
     present = set(frame["run_id"].to_list())
     runs = [r for r in leaderboard_runs(cmp) if r in present or r in set(cmp.leaderboard["run_id"].to_list())]
     labels = short_labels(runs)

@@ -58,13 +58,14 @@ def score_distributions_data(cases: pl.DataFrame, palette: Palette | None = None
 
 
 @laid_out
-def score_distributions(cases: pl.DataFrame, palette: Palette | None = None) -> Figure:
+def score_distributions(cases: pl.DataFrame, palette: Palette | None = None,
+                        *, twin: pl.DataFrame | None = None) -> Figure:
     """One panel per benchmark: each run's empirical CDF of case scores (further right = better).
 
     Each run in its palette colour; up to 8 runs get a legend, more a rank colour bar. Cases without a
     score (NaN) are left out and counted in the title.
     """
-    frame = score_distributions_data(cases, palette)
+    frame = score_distributions_data(cases, palette) if twin is None else twin
     if frame.is_empty():
         raise ValueError("score_distributions: no scored case in the frame")
     colours = _colours(cases, palette)
@@ -149,14 +150,15 @@ def length_bias_data(data: RunData, cases: pl.DataFrame, palette: Palette | None
 
 
 @laid_out
-def length_bias(data: RunData, cases: pl.DataFrame, palette: Palette | None = None) -> Figure:
+def length_bias(data: RunData, cases: pl.DataFrame, palette: Palette | None = None,
+                *, twin: pl.DataFrame | None = None) -> Figure:
     """Case score against answer length (left) and each run's within-benchmark rank correlation (right).
 
     A positive correlation in most runs suggests the judge rewards length; it is an association,
     not proof (longer answers may also cover more items). Raises ValueError when no length exists or
     lengths never vary.
     """
-    frame = length_bias_data(data, cases, palette)
+    frame = length_bias_data(data, cases, palette) if twin is None else twin
     if frame["run_rho"].is_null().all():
         raise ValueError("length_bias: answer length or score never varies within a benchmark of any run "
                          "(e.g. simulated answers of one fixed text): nothing to relate")
@@ -214,13 +216,14 @@ def cost_data(data: RunData, cases: pl.DataFrame, palette: Palette | None = None
 
 
 @laid_out
-def cost(data: RunData, cases: pl.DataFrame, palette: Palette | None = None) -> Figure:
+def cost(data: RunData, cases: pl.DataFrame, palette: Palette | None = None,
+         *, twin: pl.DataFrame | None = None) -> Figure:
     """Overall score against tokens per case (left) and median answer latency (right), one point per run.
 
     Tokens are the scored answer's prompt + completion tokens (reasoning tokens are part of the
     completion); the judge's tokens are not counted. Raises ValueError when no run has usage.
     """
-    frame = cost_data(data, cases, palette)
+    frame = cost_data(data, cases, palette) if twin is None else twin
     runs = frame["run_id"].to_list()
     colours = completed(palette, runs)
     labels = short_labels(runs, width=22 if len(runs) > LEGEND_RUNS else 28)  # three legend columns fit at 22

@@ -48,10 +48,10 @@ def harm_rates_data(harm: pl.DataFrame, palette: Palette | None = None) -> pl.Da
 
 
 @laid_out
-def harm_rates(harm: pl.DataFrame, palette: Palette | None = None) -> Figure:
+def harm_rates(harm: pl.DataFrame, palette: Palette | None = None, *, twin: pl.DataFrame | None = None) -> Figure:
     """Per run, one panel per metric: the rate with its 95% interval for each safety benchmark and both pooled.
     Colours tell the benchmarks apart (not the runs); runs in the palette's order."""
-    frame = harm_rates_data(harm, palette)
+    frame = harm_rates_data(harm, palette) if twin is None else twin
     runs = frame["run_id"].unique(maintain_order=True).to_list()
     labels = short_labels(runs)
     scopes = sorted(frame["scope"].unique().to_list(), key=lambda s: (s == BOTH, s))
@@ -115,10 +115,10 @@ def precision_recall_data(harm: pl.DataFrame, palette: Palette | None = None) ->
 
 
 @laid_out
-def precision_recall(harm: pl.DataFrame, palette: Palette | None = None) -> Figure:
+def precision_recall(harm: pl.DataFrame, palette: Palette | None = None, *, twin: pl.DataFrame | None = None) -> Figure:
     """Weighted recall (x) against weighted precision (y) per run in its colour, 95% intervals as crosses,
     F1 contours."""
-    frame = precision_recall_data(harm, palette)
+    frame = precision_recall_data(harm, palette) if twin is None else twin
     runs = frame["run_id"].unique(maintain_order=True).to_list()
     colours = completed(palette, runs)
     many = len(runs) > 8

@@ -33,10 +33,10 @@ def item_rates_data(items: ItemAnalysis, top: int = 10) -> pl.DataFrame:
 
 
 @laid_out
-def item_rates(items: ItemAnalysis, top: int = 10) -> Figure:
+def item_rates(items: ItemAnalysis, top: int = 10, *, twin: pl.DataFrame | None = None) -> Figure:
     """Two panels of horizontal bars: the ``top`` most-missed high-severity positive items (share of
     runs missing each) and the ``top`` most-endorsed harmful items, labelled with their text."""
-    frame = item_rates_data(items, top)
+    frame = item_rates_data(items, top) if twin is None else twin
     if frame.is_empty():
         raise ValueError("item_rates: no positive item of +2 or more points and no negative item to show")
     parts = [(kind, frame.filter(pl.col("kind") == kind)) for kind in ("missed", "endorsed")]

@@ -41,14 +41,15 @@ def judge_agreement_data(agreement: Agreement, palette: Palette | None = None) -
 
 
 @laid_out
-def judge_agreement(agreement: Agreement, palette: Palette | None = None) -> Figure:
+def judge_agreement(agreement: Agreement, palette: Palette | None = None,
+                    *, twin: pl.DataFrame | None = None) -> Figure:
     """Left: per benchmark, the score difference between raters with 95% intervals (a heatmap when there
     are more than 6 run x rater pairs); right: item-level agreement per run (percent, kappa, alpha).
 
     Each series is drawn in its run's palette colour (its marker tells a run's rater pairs apart).
     Raises ValueError when no run has two or more raters.
     """
-    frame = judge_agreement_data(agreement, palette)
+    frame = judge_agreement_data(agreement, palette) if twin is None else twin
     order = _run_order(agreement, palette)
     colours = completed(palette, list(order))
     series = frame["series"].unique(maintain_order=True).to_list()

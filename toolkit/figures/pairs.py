@@ -50,12 +50,12 @@ def pairwise_forest_data(cmp: Comparison, baseline: str | None = None) -> pl.Dat
 
 
 @laid_out
-def pairwise_forest(cmp: Comparison, baseline: str | None = None) -> Figure:
+def pairwise_forest(cmp: Comparison, baseline: str | None = None, *, twin: pl.DataFrame | None = None) -> Figure:
     """Overall paired differences with 95% intervals; filled markers: Holm-adjusted p < 0.05.
 
     Raises ValueError with fewer than two runs or an unknown baseline.
     """
-    frame = pairwise_forest_data(cmp, baseline)
+    frame = pairwise_forest_data(cmp, baseline) if twin is None else twin
     total = frame.height
     shown = frame.filter(pl.col("shown"))
     n = shown.height
@@ -133,10 +133,10 @@ def win_delta_matrix_data(cmp: Comparison, cases: pl.DataFrame) -> pl.DataFrame:
 
 
 @laid_out
-def win_delta_matrix(cmp: Comparison, cases: pl.DataFrame) -> Figure:
+def win_delta_matrix(cmp: Comparison, cases: pl.DataFrame, *, twin: pl.DataFrame | None = None) -> Figure:
     """Win fraction (left or top) next to the overall delta matrix (row run - column run); "*" marks
     Holm-adjusted p < 0.05. Runs in leaderboard order. Raises ValueError with fewer than two runs."""
-    frame = win_delta_matrix_data(cmp, cases)
+    frame = win_delta_matrix_data(cmp, cases) if twin is None else twin
     runs = cmp.leaderboard["run_id"].to_list()
     labels = short_labels(runs, width=22)
     n = len(runs)
@@ -207,12 +207,12 @@ def pair_scatter_data(cases: pl.DataFrame, run_a: str, run_b: str) -> pl.DataFra
 
 
 @laid_out
-def pair_scatter(cases: pl.DataFrame, run_a: str, run_b: str) -> Figure:
+def pair_scatter(cases: pl.DataFrame, run_a: str, run_b: str, *, twin: pl.DataFrame | None = None) -> Figure:
     """Per-case scores of ``run_a`` (x) against ``run_b`` (y) on their common cases, one marker per benchmark.
 
     Raises ValueError when a run is unknown, the two are the same, or they share no case.
     """
-    frame = pair_scatter_data(cases, run_a, run_b)
+    frame = pair_scatter_data(cases, run_a, run_b) if twin is None else twin
     if frame.is_empty():
         raise ValueError(f"pair_scatter: {run_a} and {run_b} share no completed case")
     labels = short_labels([run_a, run_b])

@@ -2,7 +2,8 @@
 row by row), export runs in its format, and audit a published file against its own summary."""
 
 from toolkit.reference._audit import AuditReport, audit_file
-from toolkit.reference._read import ImportFailure, export_reference, import_many, import_reference, result_files
+from toolkit.reference._export import export_reference
+from toolkit.reference._read import ImportFailure, import_many, import_reference, result_files
 
 __all__ = ["AuditReport", "ImportFailure", "audit_file", "export_reference", "import_many", "import_reference",
            "result_files"]

@@ -24,7 +24,7 @@ from toolkit import protocol
 from toolkit.bootstrap import BootstrapSettings, reference_intervals
 from toolkit.dataset import Dataset, Problem, load_dataset
 from toolkit.inputs import RESULT_FILE_LIMIT, InputError, decode_utf8, open_regular, parse_json, read_text, shorten
-from toolkit.reference._read import _check_row
+from toolkit.reference._checks import check_row
 from toolkit.scoring import pass_scores, reference_components
 from toolkit.summary import SUMMARY_FIELDS
 
@@ -120,7 +120,7 @@ def audit_file(path: str | os.PathLike[str], dataset: Dataset | str | os.PathLik
     scorable: list[tuple[int, dict]] = []
     for number, row in rows:
         row_problems: list[Problem] = []
-        known = _check_row(f"{file}:{number}", row, dataset, seen, row_problems)
+        known = check_row(f"{file}:{number}", row, dataset, seen, row_problems)
         for p in row_problems:
             found.add(file, number, p.field, p.message)
         if not known:

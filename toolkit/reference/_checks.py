@@ -94,7 +94,7 @@ def checker(dataset: Dataset) -> RowChecker:
     return found
 
 
-def _check_row(where: str, row: dict, dataset: Dataset, seen: dict[str, Any], problems: list[Problem]) -> bool:
+def check_row(where: str, row: dict, dataset: Dataset, seen: dict[str, Any], problems: list[Problem]) -> bool:
     """Validate one row; False when it is skipped (case outside the dataset). (``RowChecker.check``.)"""
     return checker(dataset).check(where, row, seen, problems)
 

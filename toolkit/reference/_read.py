@@ -22,9 +22,8 @@ from toolkit.sql import follow_commits
 from toolkit import protocol
 from toolkit.dataset import Dataset, Problem
 from toolkit.inputs import MiB
-from toolkit.reference._checks import _check_row, checker  # noqa: F401  (_check_row: the audit's row rules)
-from toolkit.reference._export import export_reference  # noqa: F401  (public here since before the split)
-from toolkit.reference._stream import FileRows, ImportError_, Problems, check_scores, iter_result_rows
+from toolkit.reference._checks import checker
+from toolkit.reference._stream import FileRows, ImportError_, check_scores, iter_result_rows
 from toolkit.store import Store, StoreError
 
 follow_commits()  # registered `bedside db` files follow this process's commits
@@ -60,19 +59,6 @@ class ImportFailure:
 
 def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat()
-
-
-def read_result_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, row) of a whole reference JSONL file; ImportError_ on unreadable content (every
-    line that is not a JSON object, or the file's one encoding or read problem). Holds the file in
-    memory: imports stream instead (``iter_result_rows``)."""
-    problems = Problems()
-    rows = [(number, row) for number, row, _ in iter_result_rows(Path(path), problems)]
-    if problems.count:
-        raise problems.error()
-    if not rows:
-        raise ImportError_([Problem(str(path), "content", "empty file: no result rows")])
-    return rows
 
 
 def import_reference(store: Store, path: str | Path, dataset: Dataset, run_id: str | None = None,

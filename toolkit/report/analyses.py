@@ -32,11 +32,6 @@ class Timings:
         finally:
             self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
 
-    def lines(self) -> list[str]:
-        total = sum(self.phases.values())
-        return [f"{name:<10} {seconds:7.2f} s" for name, seconds in self.phases.items()] + [f"{'total':<10} {total:7.2f} s"]
-
-
 @dataclass(frozen=True, eq=False)
 class Analyses:
     """The frames the report is built from. Optional analyses are None with the reason in ``absent``."""

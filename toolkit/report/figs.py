@@ -19,10 +19,9 @@ DPI = 110  # sharp enough in the HTML at the page's width, small enough to embed
 
 @dataclass(frozen=True)
 class Spec:
-    key: str
+    name: str  # function name in toolkit.figures (its data twin is ``<name>_data``), and the files' stem
     section: str  # anchor of the section the figure belongs to
     caption: str
-    name: str  # function name in toolkit.figures (its data twin is ``<name>_data``)
     args: Callable[[Analyses], tuple[Any, ...] | None]  # None: nothing to draw
     coloured: bool = True  # takes the report's palette (runs coloured and ordered as on the leaderboard)
 
@@ -38,27 +37,27 @@ def _top_pair(a: Analyses) -> tuple[str, str] | None:
 
 SPECS = (
     Spec("leaderboard", "leaderboard", "Overall score with 95% interval (left) and 95% rank interval (right).",
-         "leaderboard", lambda a: (a.cmp,)),
+         lambda a: (a.cmp,)),
     Spec("benchmark_heatmap", "benchmarks", "Mean per run and benchmark; the interval width is shown in each cell.",
-         "benchmark_heatmap", lambda a: (a.cmp,), False),
+         lambda a: (a.cmp,), False),
     Spec("score_distributions", "benchmarks", "Distribution of case scores per run and benchmark.",
-         "score_distributions", lambda a: (a.cases.filter(a.cases["run_id"].is_in(a.cmp.leaderboard["run_id"].to_list())),)),
+         lambda a: (a.cases.filter(a.cases["run_id"].is_in(a.cmp.leaderboard["run_id"].to_list())),)),
     Spec("pairwise_forest", "pairwise", "Paired differences with 95% intervals; filled marks differ after Holm.",
-         "pairwise_forest", lambda a: (a.cmp, a.baseline) if a.cmp.leaderboard.height > 1 else None, False),
+         lambda a: (a.cmp, a.baseline) if a.cmp.leaderboard.height > 1 else None, False),
     Spec("pair_scatter", "differ", "Case scores of the top pair: points off the diagonal are the cases where "
-         "they differ.", "pair_scatter", lambda a: (a.cases, *pair) if (pair := _top_pair(a)) else None, False),
+         "they differ.", lambda a: (a.cases, *pair) if (pair := _top_pair(a)) else None, False),
     Spec("item_rates", "items", "Most-missed high-severity positive items and most-endorsed harmful items.",
-         "item_rates", lambda a: (a.items,) if a.items is not None else None, False),
+         lambda a: (a.items,) if a.items is not None else None, False),
     Spec("harm_rates", "harms", "Severe omission vs severe commission case rates with 95% intervals.",
-         "harm_rates", lambda a: (a.harm,) if a.harm is not None else None),
+         lambda a: (a.harm,) if a.harm is not None else None),
     Spec("precision_recall", "harms", "Severity-weighted precision against recall per run.",
-         "precision_recall", lambda a: (a.harm,) if a.harm is not None else None),
+         lambda a: (a.harm,) if a.harm is not None else None),
     Spec("judge_agreement", "judges", "Agreement between judge passes or judges per benchmark.",
-         "judge_agreement", lambda a: (a.agreement,) if a.agreement is not None else None),
+         lambda a: (a.agreement,) if a.agreement is not None else None),
     Spec("length_bias", "length-cost", "Case score against answer length: a slope here is a length bias check.",
-         "length_bias", lambda a: (a.data, a.cases)),
+         lambda a: (a.data, a.cases)),
     Spec("cost", "length-cost", "Overall score against token use, for runs that recorded usage.",
-         "cost", lambda a: (a.data, a.cases)),
+         lambda a: (a.data, a.cases)),
 )
 
 
@@ -84,18 +83,17 @@ def draw(a: Analyses, notes: list[str]) -> dict[str, list[FigureOut]]:
         with matplotlib.rc_context({"text.parse_math": False}), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                fig = getattr(figures, spec.name)(*args, **kwargs)
+                data = getattr(figures, f"{spec.name}_data")(*args, **kwargs)
+                fig = getattr(figures, spec.name)(*args, **kwargs, twin=data)  # the frame drawn, computed once
                 png = figures.png_bytes(fig, dpi=DPI)
             except ValueError as error:
                 fig = None
-                notes.append(f"figure {spec.key} not drawn: {error or type(error).__name__}")
+                notes.append(f"figure {spec.name} not drawn: {error or type(error).__name__}")
         _glyphs(caught, missing)  # outside the catch: other warnings are re-issued to the caller's filters
         if fig is None:
             continue
         fig.clear()
-        data_fn = getattr(figures, f"{spec.name}_data", None)
-        data = data_fn(*args, **kwargs) if data_fn is not None else None
-        out.setdefault(spec.section, []).append(FigureOut(spec.key, spec.caption, png, data))
+        out.setdefault(spec.section, []).append(FigureOut(spec.name, spec.caption, png, data))
     if missing:
         notes.append(missing_glyph_note(list(missing), a))
     return out

@@ -22,8 +22,8 @@ EXPLAIN_HEAD = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*explain\s*(?:\([
                           re.I | re.S)
 _FILE_WRITES = frozenset({"to_parquet", "write_parquet", "to_csv", "write_csv"})
 _SQL_METHODS = frozenset({"sql", "query", "execute", "executemany", "from_query"})
-_PARSER = duckdb.connect(":memory:")  # parses only (extract_statements reads no catalog); one: a connection costs
-_PARSER_GUARD = threading.Lock()      # tens of milliseconds to open
+_PARSER = duckdb.connect(":memory:")  # parses only (extract_statements reads no catalog); one, shared: a
+_PARSER_GUARD = threading.Lock()      # connection is costly to open
 
 
 class ReadOnlyRefused(duckdb.PermissionException):

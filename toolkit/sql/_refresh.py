@@ -18,7 +18,7 @@ read tolerantly: entries that are not absolute paths are ignored (one warning); 
 or is over 1 MiB, refreshes nothing (one warning) and is left as it is until ``bedside db`` replaces it. A
 refresh or rebuild first sweeps the temporary files beside its database that killed processes left.
 
-Where writes repeat, a refresh (~0.2-0.3 s) is paid once, not per commit: inside ``store.batch()`` (a bulk
+Where writes repeat, a refresh (a DuckDB file rewritten) is paid once, not per commit: inside ``store.batch()`` (a bulk
 import) the store tells its subscribers once, when the block ends, also when it ends with an error;
 ``store.batch(every_s)`` (a collection, which commits every few seconds) at most every ``every_s`` seconds
 while it runs and once at its end, so the file shows the finished run.
@@ -46,7 +46,7 @@ INFO = "bedside_info"
 FORMAT = "bedside-db 1"
 
 
-MAX_REGISTRY_BYTES = 1 << 20  # a registry lists a few files; a larger one is not ours to read (it was 70 MB once)
+MAX_REGISTRY_BYTES = 1 << 20  # a registry lists a few files; a larger one is not ours to read
 _TEMP_KINDS = ("tmp", "refresh")  # a rebuild by ``bedside db``, a refresh here
 
 

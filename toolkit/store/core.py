@@ -154,7 +154,7 @@ class Store:
             keys = [self._canon(k) for k in keys]
         schema = STORED[table].schema
         wanted = columns if columns is not None else schema.names
-        # Types set in polars: an Arrow cast would import pyarrow.compute (~25 ms of a cold command).
+        # Types set in polars: an Arrow cast would import pyarrow.compute, which read commands otherwise never load.
         out_types = pl.from_arrow(pa.Table.from_batches([], pa.schema([schema.field(c) for c in wanted]))).schema
         for attempt in range(_SNAPSHOT_TRIES):
             snap = self._snapshot()
@@ -208,8 +208,8 @@ class Store:
         transaction.score_with(scorer)
 
     def prefetch(self, tables: tuple[str, ...] = tuple(TABLES)) -> None:
-        """Read the transaction logs of these tables (default: all) at once, a thread each, so that the reads
-        that follow in this process find them cached: for a command about to read every table. A pinned
+        """Read the transaction logs of these tables (default: all) now, so that the reads that follow in
+        this process find them cached: for a command about to read every table. A pinned
         store reads older versions, which this does not fetch."""
         if self.pinned is None:
             delta.prefetch([self._path(t) for t in tables])
@@ -225,7 +225,7 @@ class Store:
     def _row(self, run_id: str, snap: _Snapshot | None = None) -> dict[str, Any] | None:
         snap = snap or self._snapshot()
         runs = snap.runs
-        # One row per run: found in Python (pyarrow.compute costs ~25 ms to import on every read command).
+        # One row per run: found in Python, so read commands need not import pyarrow.compute.
         part = _part(self._canon(run_id, snap))
         at = [i for i, p in enumerate(runs.column(PART).to_pylist()) if p == part]
         return runs.slice(at[-1], 1).to_pylist()[0] if at else None

@@ -118,8 +118,8 @@ _WRITERS_GUARD = threading.Lock()
 
 def _write(path: Path, data: pa.Table, **options: Any) -> None:
     """One write_deltalake commit through a DeltaTable this process keeps between commits and brings up to
-    date first (reading the new log entries only): loading the table afresh for every commit replays its
-    log, ~15 ms of CPU a commit once a store holds a hundred runs. Reused only while the log file of the
+    date first (reading the new log entries only): loading the table afresh for every commit would replay its
+    whole log, a cost that grows with the store. Reused only while the log file of the
     version it holds is still the same file (a table removed and created again is loaded anew); taken out
     of the cache while in use (threads); dropped on an error (the retry loads it afresh)."""
     from deltalake import DeltaTable, write_deltalake
@@ -201,29 +201,17 @@ def actions_at(path: Path, version: int) -> pa.Table:
 
 
 def prefetch(paths: list[Path]) -> None:
-    """Load the add actions of these tables' latest versions into this process's cache, one thread a table:
-    delta-rs replays a log without holding the GIL, and a cold command reading six tables one after the
-    other spends ~0.1 s there. Best effort: a table that fails here is loaded again (and its error raised)
-    by the read that needs it."""
-    todo = []
+    """Load the add actions of these tables' latest versions into this process's cache, for a command about
+    to read them all. Best effort: a table that fails here is loaded again (and its error raised) by the
+    read that needs it."""
     for path in paths:
         version = latest_version(path)
-        if version is not None and version_key(path, version) not in _ACTIONS:
-            todo.append((path, version))
-
-    def load_one(path: Path, version: int) -> None:
+        if version is None or version_key(path, version) in _ACTIONS:
+            continue
         try:
             actions_at(path, version)
         except Exception:  # noqa: BLE001 - the read that needs this table reports it
             pass
-
-    if len(todo) < 2:
-        return
-    threads = [threading.Thread(target=load_one, args=item, daemon=True) for item in todo]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
 
 
 def load(path: Path, version: int | None = None, as_of: dt.datetime | None = None) -> Any:
@@ -351,9 +339,8 @@ def read_files(files: list[Path], table: str, columns: list[str]) -> pl.DataFram
     """The given files' rows (``columns`` of the physical schema, its types), in file order; StoreError
     naming the first file that cannot be read.
 
-    All files in one polars read (parallel, no Python per file, no Arrow casts: pyarrow.compute,
-    pyarrow.parquet and the ssl it loads cost ~55 ms of every cold command; pyarrow.dataset would import
-    pandas). Should that fail, file by file with ``pyarrow.parquet``, which names a damaged file (or reads
+    All files in one polars read (parallel, no Python per file, no Arrow casts: a cold command need not
+    import pyarrow.compute, pyarrow.parquet and the ssl it loads; pyarrow.dataset would import pandas). Should that fail, file by file with ``pyarrow.parquet``, which names a damaged file (or reads
     what polars refused)."""
     types = polars_schema(table, columns)
     if files:
@@ -373,9 +360,3 @@ def read_files(files: list[Path], table: str, columns: list[str]) -> pl.DataFram
         except (OSError, pa.ArrowException) as error:
             raise StoreError(f"{f}: damaged part file: {str(error).splitlines()[0][:200]}") from None
     return pl.from_arrow(pa.concat_tables(parts) if parts else empty(table, columns)).cast(types)
-
-
-def keep_write_ids(data: pa.Table, ids: set[str]) -> pa.Table:
-    import pyarrow.compute as pc  # not at import: read commands never need it
-
-    return data.filter(pc.is_in(data.column(WRITE_ID), value_set=pa.array(sorted(ids), pa.string())))

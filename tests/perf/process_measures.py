@@ -1,0 +1,97 @@
+"""Benchmark: what each measure of toolkit/_process.py buys a cold command, against the plain way.
+
+Run: python tests/perf/process_measures.py [--pairs 5]
+
+For each measure, times the cold command it serves as a new process, with the measure and with the plain
+way put in its place (the same driver either way: only the one function differs), in turn, after one
+unmeasured run of each. The gain is the median over the pairs of plain / with - 1, by wall and by CPU
+(user + sys of the child). A measure stays in toolkit/_process.py only while it buys >= 10 % of its
+command (issue 18); one ROW line each.
+
+import_jsonschema serves every command that loads a dataset (here ``bedside dataset validate`` on the
+500-case panel, tests/perf/panel.py). What it avoids exists only where rfc3987_syntax is installed
+(jupyterlab's dependencies bring it); elsewhere its row says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.perf.child import timed  # noqa: E402
+from tests.perf.panel import build_panel, shared_root  # noqa: E402
+from tests.perf.rows import row  # noqa: E402
+
+TARGET = 0.10
+
+# measure -> the plain way, as code run before the command (it replaces the measure's function)
+PLAIN = {
+    "import_jsonschema": """
+        def plain():
+            import jsonschema
+            return jsonschema
+        _process.import_jsonschema = plain
+    """,
+}
+
+
+def driver(args: list[str], plain: str = "") -> list[str]:
+    """A new process running ``bedside ARGS`` as the console script does, after ``plain`` (if any)."""
+    code = "import sys\nfrom toolkit import _process\n" + textwrap.dedent(plain) + textwrap.dedent(f"""
+        sys.argv = ["bedside", *{args!r}]
+        from toolkit.console import run
+        sys.exit(run())
+    """)
+    return [sys.executable, "-c", code]
+
+
+def gains(name: str, args: list[str], pairs: int) -> tuple[float, float, float, float]:
+    """(wall gain, CPU gain, median wall with the measure, median wall without) over ``pairs`` pairs."""
+    with_it, without = driver(args), driver(args, PLAIN[name])
+    for argv in (with_it, without):  # unmeasured: byte code written, page cache warm
+        code, *_, output = timed(argv)
+        if code != 0:
+            raise SystemExit(f"{name}: the command failed ({code}): {output[-1000:]}")
+    walls, cpus, a_walls, b_walls = [], [], [], []
+    for _ in range(pairs):  # in turn: a drift of the machine's speed moves both sides of a pair
+        _, a_wall, a_cpu, _, _ = timed(with_it)
+        _, b_wall, b_cpu, _, _ = timed(without)
+        walls.append(b_wall / a_wall)
+        cpus.append(b_cpu / a_cpu)
+        a_walls.append(a_wall)
+        b_walls.append(b_wall)
+    return (statistics.median(walls) - 1, statistics.median(cpus) - 1, statistics.median(a_walls),
+            statistics.median(b_walls))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pairs", type=int, default=5)
+    args = parser.parse_args()
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the user's setting: byte code cached
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    what = "toolkit/_process.py import_jsonschema: gain on a cold `bedside dataset validate`, 500 cases"
+    target = f">= +{TARGET:.0%}"
+    if importlib.util.find_spec("rfc3987_syntax") is None:
+        row(what, "not measurable here: rfc3987_syntax is not installed, so there is nothing to hide",
+            f"{target} where it is installed (jupyterlab's dependencies bring it)", True)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        panel = build_panel(shared_root(), Path(tmp))
+        wall, cpu, with_s, without_s = gains("import_jsonschema", ["dataset", "validate", "--dataset", str(panel)],
+                                             args.pairs)
+    row(what, f"{wall:+.0%} by wall ({with_s:.2f} s with, {without_s:.2f} s without; median of {args.pairs} "
+        f"pairs), {cpu:+.0%} by CPU, load {os.getloadavg()[0]:.1f}", target, wall >= TARGET)
+
+
+if __name__ == "__main__":
+    main()
