@@ -393,3 +393,21 @@ def test_a_smoke_run_is_not_ranked_and_leaves_the_rank_resamples_whole() -> None
     assert 0 < used < 2000 and result.not_ranked.height == 0
     assert any(f"rank intervals rest on {used:,} of 2,000 resamples" in n and "(thin)" in n for n in result.notes)
     assert "pairwise" not in small_sample_note(5, paired=False)[0]  # harms has no paired rows to speak of
+
+
+def test_wilcoxon_exact_rows_equal_scipy_bit_for_bit() -> None:
+    """Rows of up to 50 cases without zeros and ties take scipy's exact branch: the same double, not
+    approximately (the p is a count over 2**n)."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for n in [*range(1, 51), 50, 50, 37, 20, 7]:
+        row = np.full(50, np.nan)
+        row[:n] = rng.normal(0.05 * rng.integers(-2, 3), 0.2, n)
+        rows.append(row)
+    d = np.array(rows)
+    got = wilcoxon_p(d)
+    want = [stats.wilcoxon(row[~np.isnan(row)], zero_method="pratt").pvalue for row in d]
+    assert got.tolist() == [float(w) for w in want]
+    # the extremes: every difference positive, and a rank sum at the middle
+    for row in (np.arange(1, 31) / 100.0, np.array([-1.0, 2.0, -3.0, 4.0, 5.0, -6.0, 0.5])):
+        assert wilcoxon_p(row[None, :])[0] == stats.wilcoxon(row, zero_method="pratt").pvalue

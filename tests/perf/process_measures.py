@@ -10,7 +10,8 @@ command (issue 18); one ROW line each.
 
 import_jsonschema serves every command that loads a dataset (here ``bedside dataset validate`` on the
 500-case panel, tests/perf/panel.py). What it avoids exists only where rfc3987_syntax is installed
-(jupyterlab's dependencies bring it); elsewhere its row says so.
+(jupyterlab's dependencies bring it); elsewhere its row says so. student_t serves every command that
+prints a pair (here ``bedside compare --all`` on 30 runs x 500 cases, tests/perf/compare_scale.py).
 """
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ PLAIN = {
             import jsonschema
             return jsonschema
         _process.import_jsonschema = plain
+    """,
+    "student_t": """
+        def plain():
+            import types
+            from scipy import special
+            return types.SimpleNamespace(stdtr=special.stdtr, stdtrit=special.stdtrit)
+        _process.student_t = plain
     """,
 }
 
@@ -79,8 +87,17 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the user's setting: byte code cached
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    what = "toolkit/_process.py import_jsonschema: gain on a cold `bedside dataset validate`, 500 cases"
     target = f">= +{TARGET:.0%}"
+    with tempfile.TemporaryDirectory() as tmp:
+        from tests.perf.compare_scale import build_store
+
+        store = build_store(Path(tmp), 30)
+        wall, cpu, with_s, without_s = gains("student_t", ["compare", "--all", "--store", str(store.root)],
+                                             args.pairs)
+    row("toolkit/_process.py student_t: gain on a cold `bedside compare --all`, 30 runs x 500 cases",
+        f"{wall:+.0%} by wall ({with_s:.2f} s with, {without_s:.2f} s without; median of {args.pairs} pairs), "
+        f"{cpu:+.0%} by CPU, load {os.getloadavg()[0]:.1f}", target, wall >= TARGET)
+    what = "toolkit/_process.py import_jsonschema: gain on a cold `bedside dataset validate`, 500 cases"
     if importlib.util.find_spec("rfc3987_syntax") is None:
         row(what, "not measurable here: rfc3987_syntax is not installed, so there is nothing to hide",
             f"{target} where it is installed (jupyterlab's dependencies bring it)", True)

@@ -52,6 +52,7 @@ from typing import Sequence
 
 import numpy as np
 
+from toolkit import _process
 from toolkit.analysis.paired import TIE
 from toolkit.protocol import CI_HIGH
 
@@ -113,7 +114,7 @@ def paired_t(differences: np.ndarray, strata: Sequence[slice] | None = None) -> 
     regular = usable & ~degenerate & ~partial
     out = {name: np.full(k, np.nan) for name in ("se", "df", "p_value", "ci_low", "ci_high", "mdd80")}
     if regular.any():
-        from scipy import special  # imported here: a command that prints no pair never loads scipy
+        special = _process.student_t()  # here: a command that prints no pair never loads scipy
 
         r_df, r_se, r_delta = df[regular], se[regular], delta[regular]
         critical = special.stdtrit(r_df, CI_HIGH)

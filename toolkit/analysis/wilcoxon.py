@@ -16,15 +16,15 @@ ties among the non-zero differences, no continuity correction: scipy's formula,
 checked in tests/test_analysis_compare.py). Permutation rows (13 cases or fewer
 with zeros or ties) are enumerated here too, exactly, by counting (``sign_flip_p``:
 scipy's enumeration of 2^13 sign patterns is slow per row). Rows without zeros and ties
-go to scipy, one call per length (the same branch alone or together). scipy.stats is heavy to import, a
-large part of a cold ``bedside compare``, so it is imported only when such a row exists; rubric
-scores are full of ties, so with more than 13 common cases it rarely is.
+take scipy's exact branch: the null distribution of the rank sum over ranks 1..n, counted once
+per n (``_exact_counts``). Every probability there is a count over 2**n with n <= 50, exact in
+a double, so the p equals scipy's bit for bit, and compare needs no scipy.stats (a heavy import).
 """
 
 from __future__ import annotations
 
 import math
-import warnings
+from functools import lru_cache
 
 import numpy as np
 
@@ -49,16 +49,11 @@ def wilcoxon_p(differences: np.ndarray) -> np.ndarray:
         out[i] = sign_flip_p(differences[i][~np.isnan(differences[i])])
     exact = informative & ~normal & ~tied
     if exact.any():
-        from scipy import stats  # imported here: see the module doc
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # scipy's small-sample warnings: the p is still its p
-            # Rows without zeros and ties of one length: scipy takes the same exact branch for each of them
-            # alone and for all of them in one call, so one call per length is still each row's own p.
-            for n in np.unique(count[exact]).tolist():
-                rows = np.flatnonzero(exact & (count == n))
-                block = differences[rows][~np.isnan(differences[rows])].reshape(rows.size, n)
-                out[rows] = np.asarray(stats.wilcoxon(block, axis=1, zero_method="pratt").pvalue, dtype=np.float64)
+        positive = np.where(differences[exact] > 0, ranks[exact], 0.0).sum(axis=1)
+        for i, n, w in zip(np.flatnonzero(exact).tolist(), count[exact].tolist(), np.rint(positive).tolist()):
+            below = _exact_counts(n)  # below[w]: sign patterns whose rank sum is <= w
+            tail = min(below[int(w)], below[-1] - (below[int(w) - 1] if w >= 1 else 0.0))
+            out[i] = min(1.0, 2 * tail / 2.0 ** n)
     return out
 
 
@@ -116,3 +111,16 @@ def average_ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     row = np.flatnonzero(flat_starts) // n
     ties = np.bincount(row[counted], weights=(size ** 3 - size)[counted], minlength=k)
     return ranks, ties
+
+
+@lru_cache(maxsize=None)
+def _exact_counts(n: int) -> np.ndarray:
+    """Cumulative counts of the 2**n sign patterns of ranks 1..n by their positive rank sum (0..n(n+1)/2):
+    integers below 2**53 for n <= 50, so exact in float64."""
+    counts = np.zeros(n * (n + 1) // 2 + 1)
+    counts[0] = 1.0
+    for r in range(1, n + 1):
+        counts[r:] = counts[r:] + counts[:counts.size - r]
+    cumulative = np.cumsum(counts)
+    cumulative.setflags(write=False)
+    return cumulative
