@@ -255,3 +255,23 @@ def test_a_registered_file_that_is_not_ours_is_dropped_with_one_warning(tmp_path
     assert all("dropped" in line and "bedside db --out" not in line for line in err), err
     assert databases.registered(store.root) == [out.resolve()]
     assert text.read_text().startswith("root:")
+
+
+def test_a_database_file_of_this_layout_is_one_an_earlier_refresh_leaves_alone(tmp_path: Path, sample_dataset,
+                                                                              refreshes) -> None:
+    """Its score views read tables a refresh must fill, which an earlier bedside's refresh would not: the
+    file says format 2, which that refresh (format 1 only) takes for not its own and leaves alone. This
+    version still refreshes a format-1 file (views of SQL alone)."""
+    import duckdb
+
+    store, out = _registered_database(tmp_path, sample_dataset)
+    con = duckdb.connect(str(out), read_only=True)
+    assert con.execute("SELECT format FROM bedside_info").fetchone()[0] == "bedside-db 2"
+    assert databases.is_ours(con, store.root)
+    con.close()
+    con = duckdb.connect(str(out))
+    con.execute("UPDATE bedside_info SET format = 'bedside-db 1'")
+    assert databases.is_ours(con, store.root)
+    con.execute("UPDATE bedside_info SET format = 'bedside-db 3'")
+    assert not databases.is_ours(con, store.root)
+    con.close()

@@ -182,3 +182,39 @@ def test_rows_the_scorer_cannot_score_are_stored_unscored_and_readers_refuse_the
         pl.col("item_id") == "not-an-item").height == 1
     with pytest.raises(ValueError, match="not-an-item"):
         summarize(store, ["a"])
+
+
+def test_a_store_holding_score_tables_is_marked_so_an_older_bedside_refuses_it(tmp_path, sample_dataset) -> None:
+    """bedside before stored scores reads a marker of format 1 and refuses a newer format in one line. A
+    store it could still write would get runs whose stored scores no longer match their rows (its commits
+    keep the scores write live), and db files whose score views it never fills: a store this version has
+    written is format 2. A format-1 store is upgraded on its first write, not on a read."""
+    old = tmp_path / "old"
+    store = Store.open(old)
+    _run(store, sample_dataset, "a", 1)
+    (old / ".bedside-store").write_text("bedside-store 1\n", encoding="utf-8")  # as an earlier version left it
+    from toolkit.store import paths
+    paths._CHECKED.clear()
+    Store.open(old).read("runs")
+    assert (old / ".bedside-store").read_text() == "bedside-store 1\n"  # reading changes nothing
+    _run(Store.open(old), sample_dataset, "b", 2)
+    assert (old / ".bedside-store").read_text() == "bedside-store 2\n"
+    new = tmp_path / "new"
+    _run(Store.open(new), sample_dataset, "a", 1)
+    assert (new / ".bedside-store").read_text() == "bedside-store 2\n"
+    # the rule an earlier bedside applies to the marker (toolkit/store/paths.py at format 1): a newer format
+    kind, _, version = (new / ".bedside-store").read_text().strip().partition(" ")
+    assert kind == "bedside-store" and int(version) > 1
+
+
+def test_a_run_without_a_completed_case_is_null_in_sql_and_last_on_the_leaderboard(store: Store,
+                                                                                   sample_dataset) -> None:
+    """SQL sorts NaN above every number: a run whose every case failed would lead the README's leaderboard
+    query. Its mean and interval are NULL, as ``summary --json`` says null."""
+    _run(store, sample_dataset, "good", 1)
+    _run(store, sample_dataset, "all-failed", 2, failed=frozenset(sample_dataset.cases["case_id"].to_list()))
+    con = connect(store)
+    rows = con.sql("SELECT run_id, overall_macro_mean, ci_low, ci_high FROM run_summary "
+                   "ORDER BY overall_macro_mean DESC").fetchall()
+    assert [r[0] for r in rows] == ["good", "all-failed"] and rows[1][1:] == (None, None, None)
+    assert rows[0][1] is not None and not math.isnan(rows[0][1])

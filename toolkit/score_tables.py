@@ -53,12 +53,19 @@ def score_tables(data: RunData, options: SummaryOptions = SummaryOptions(),
         run_rows.append({
             "run_id": run["run_id"], "answer_model": fact.get("answer_model"), "judge_model": fact.get("judge_model"),
             "source": run["source"], "dataset_sha256": run["dataset_sha256"], "completed_cases": frame.height,
-            "errors": fact.get("errors", 0), "overall_macro_mean": macro_mean([m for _, m in means.values()]),
+            "errors": fact.get("errors", 0), "overall_macro_mean": _null_nan(macro_mean([m for _, m in means.values()])),
             "judge_passes_per_answer": fact.get("passes", 1), "order": order,
             "started_at": fact.get("started_at"), "finished_at": fact.get("finished_at")})
     out["benchmark_scores"] = pl.from_arrow(to_arrow("benchmark_scores", bench_rows))
     out["run_summary"] = pl.from_arrow(to_arrow("run_summary", run_rows))
     return {t: f for t, f in out.items() if t in levels}
+
+
+
+def _null_nan(value: float) -> float | None:
+    """NULL, not NaN, for a run with no completed case: SQL sorts NaN above every number (a run with no
+    answers would lead a leaderboard ordered by its mean) and ``summary --json`` says null."""
+    return None if value != value else value
 
 
 def score_commit(txn: Transaction, run_row: dict) -> dict | None:

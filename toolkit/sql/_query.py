@@ -135,11 +135,17 @@ def intervals(store: Store, options: SummaryOptions = SummaryOptions(), version:
     updated = dict(zip(data.runs["run_id"].to_list(), data.runs["updated_at"].to_list()))
     rows = []
     for rid, s in summaries.items():
-        rows.append((rid, None, *s["overall_ci95"], updated.get(rid), version))
-        rows += [(rid, name, *b["ci95"], updated.get(rid), version) for name, b in s["benchmarks"].items()]
+        rows.append((rid, None, *_nulls(s["overall_ci95"]), updated.get(rid), version))
+        rows += [(rid, name, *_nulls(b["ci95"]), updated.get(rid), version) for name, b in s["benchmarks"].items()]
     return pl.DataFrame(rows, orient="row", schema={
         "run_id": pl.String, "benchmark": pl.String, "ci_low": pl.Float64, "ci_high": pl.Float64,
         "run_updated_at": pl.String, "store_version": pl.Int64})
+
+
+
+def _nulls(bounds) -> tuple:
+    """An interval's bounds with NaN (no case to resample) as NULL, as ``summary --json`` shows them."""
+    return tuple(None if v is None or v != v else v for v in bounds)
 
 
 def query(store: Store, sql: str, options: SummaryOptions = SummaryOptions()) -> pl.DataFrame:

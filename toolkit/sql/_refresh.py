@@ -43,7 +43,10 @@ if TYPE_CHECKING:
 
 REGISTRY = ".databases.json"
 INFO = "bedside_info"
-FORMAT = "bedside-db 1"
+# 2: score views over stored and computed score tables, which an earlier bedside's refresh (format 1)
+# would never fill: it takes a file of another format for not its own and leaves it alone.
+FORMAT = "bedside-db 2"
+EARLIER_FORMATS = ("bedside-db 1",)  # files this version still refreshes (their views are SQL alone)
 
 
 MAX_REGISTRY_BYTES = 1 << 20  # a registry lists a few files; a larger one is not ours to read
@@ -172,7 +175,7 @@ def is_ours(con, root: Path | None = None) -> bool:
         row = con.execute(f"SELECT format, store_path FROM {INFO}").fetchone()
     except Exception:  # no such table: not ours
         return False
-    return row is not None and row[0] == FORMAT and (root is None or row[1] == str(root.resolve()))
+    return row is not None and row[0] in (FORMAT, *EARLIER_FORMATS) and (root is None or row[1] == str(root.resolve()))
 
 
 def rewrite(con: "duckdb.DuckDBPyConnection", store: Store, files: dict[str, list[str]], version: int | None) -> None:

@@ -177,7 +177,7 @@ def dictionary() -> str:
             "show an interval only while the run's `updated_at` is unchanged; a run written since shows null",
             "intervals until `bedside db --out FILE` runs again.", "",
             "### `bedside_info`", "",
-            "Database files only (`bedside db`): one row naming what the file mirrors. `format` (`bedside-db 1`),",
+            "Database files only (`bedside db`): one row naming what the file mirrors. `format` (`bedside-db 2`),",
             "`store_path` (absolute), `store_version` (the store version its views read; rewritten by every",
             "refresh), `written_at`, `refreshed_at`, `intervals_store_version` (the version `run_intervals` was",
             "computed at) and `bedside_version`. The file names the store's Parquet files by absolute path: after",

@@ -89,10 +89,12 @@ def new_run_id(run_id: str, what: str = "run id") -> str:
 # -- the store's folder ----------------------------------------------------------------------------------
 
 MARKER = ".bedside-store"  # written when a store is created: what makes a folder a store
-MARKER_TEXT = "bedside-store 1\n"
-_OWN = frozenset({"answers", "judgments", "decisions", "runs", "cases", "rubric_items", ".locks", "journal",
-                  ".databases.json", MARKER})
+FORMAT = 2  # 2: runs hold stored score tables, which an earlier bedside (format 1) would leave stale
+MARKER_TEXT = f"bedside-store {FORMAT}\n"
+_OWN = frozenset({"answers", "judgments", "decisions", "runs", "cases", "rubric_items", "pass_scores",
+                  "case_scores", "benchmark_scores", "run_summary", ".locks", "journal", ".databases.json", MARKER})
 _CHECKED: set[str] = set()  # store folders this process found marked (a marker is never taken away)
+_OLDER: set[str] = set()  # marked stores of an earlier format: raised to FORMAT by their first write
 _UNMARKED: set[str] = set()  # stores of earlier versions (a runs table, no marker) this process read
 
 
@@ -118,8 +120,10 @@ def _marked(root: Path) -> bool:
     kind, _, version = text.strip().partition(" ")
     if kind != "bedside-store" or not version.isdigit():
         raise StoreError(f"{root / MARKER}: not a bedside store marker; the folder is not a store")
-    if int(version) > 1:
+    if int(version) > FORMAT:
         raise StoreError(f"{root}: a store of a newer bedside (format {version}); upgrade bedside to use it")
+    if int(version) < FORMAT:
+        _OLDER.add(key)
     _CHECKED.add(key)
     return True
 
@@ -141,20 +145,33 @@ def check_store_folder(root: Path) -> None:
 def claim_store_folder(root: Path) -> None:
     """For writing: make ``root`` a store (a new or empty folder) or mark one made before markers existed;
     StoreError (one line) naming any other folder, which is left as it is."""
-    if str(root) in _CHECKED:
+    if str(root) in _CHECKED and str(root) not in _OLDER:
         return
     _UNMARKED.discard(str(root))
     check_store_folder(root)
     if _marked(root):
+        if str(root) in _OLDER:  # its first write: from now on an earlier bedside refuses the store
+            with check_space(root):
+                _write_marker(root, replace=True)
+            _OLDER.discard(str(root))
         return
     with check_space(root):
         root.mkdir(parents=True, exist_ok=True)
-        temp = root / f".{MARKER}.{os.getpid()}.tmp"
-        temp.write_text(MARKER_TEXT, encoding="utf-8")
-        try:
-            os.link(temp, root / MARKER)  # a link never replaces: a racing creator's marker stands
-        except FileExistsError:
-            pass
-        finally:
-            temp.unlink()
+        _write_marker(root, replace=False)
     _marked(root)
+
+
+def _write_marker(root: Path, replace: bool) -> None:
+    """The marker of this format, written whole: a new store's by a link (a racing creator's marker
+    stands), an older format's raised by a rename over it."""
+    temp = root / f".{MARKER}.{os.getpid()}.tmp"
+    temp.write_text(MARKER_TEXT, encoding="utf-8")
+    try:
+        if replace:
+            os.replace(temp, root / MARKER)
+        else:
+            os.link(temp, root / MARKER)
+    except FileExistsError:
+        pass
+    finally:
+        temp.unlink(missing_ok=True)
