@@ -250,3 +250,28 @@ def test_demo_writes_its_report_and_prints_the_path(tmp_path, capsys):
     text = page.read_text()
     assert "Demo: simulated models on the bundled sample" in text and "sim/strong" in text
     assert len(list((page.parent / "figures").iterdir())) >= 8
+
+
+def test_runs_the_comparison_left_out_reach_no_section(tmp_path) -> None:
+    """A run of another dataset is left out of the comparison: its harms, items and judge rows must not
+    appear in the report either (they were computed over every run given)."""
+    import json
+
+    from tests.analysis_sim import write_run
+    from toolkit.cli import main
+    from toolkit.store import Store
+    from toolkit.dataset import load_dataset
+
+    dataset = load_dataset()
+    store = Store.open(tmp_path / "store")
+    for i in range(3):
+        write_run(store, dataset, f"same{i}", skill=0.3 * i, seed=i, created=i, passes=2)
+    subset = tmp_path / "subset.jsonl"  # another dataset: the sample without its last case
+    subset.write_text("".join(json.dumps(c) + "\n" for c in dataset.raw_cases[:-1]), encoding="utf-8")
+    write_run(store, load_dataset(subset), "other-data", skill=0.2, seed=8, created=6, passes=2)
+    out = tmp_path / "report"
+    assert main(["report", "--all", "--store", str(store.root), "--out", str(out), "--no-figures",
+                 "--samples", "200"]) == 0
+    tables = {p.name: p.read_text(encoding="utf-8") for p in (out / "tables").glob("*.csv")}
+    assert any(name.startswith("harms") for name in tables) and any("same0" in text for text in tables.values())
+    assert [name for name, text in tables.items() if "other-data" in text and not name.startswith("excluded")] == []

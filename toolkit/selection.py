@@ -31,6 +31,14 @@ class RunData:
     cases: pl.DataFrame
     rubric_items: pl.DataFrame
 
+    def of(self, run_ids: list[str]) -> "RunData":
+        """The rows of these runs only (and of their datasets): what an analysis of just them reads."""
+        keep = pl.col("run_id").is_in(run_ids)
+        runs = self.runs.filter(keep)
+        digests = pl.col("dataset_sha256").is_in(runs["dataset_sha256"].unique().to_list())
+        return RunData(runs, self.answers.filter(keep), self.judgments.filter(keep), self.decisions.filter(keep),
+                       self.cases.filter(digests), self.rubric_items.filter(digests))
+
 
 # Long text columns that scoring and summaries never look at.
 TEXT_COLUMNS = {"answers": ("answer",), "judgments": ("raw_reply", "reported_components")}

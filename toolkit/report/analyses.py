@@ -59,6 +59,9 @@ def analyse(store: Store, run_ids: list[str], resamples: ResampleSettings, selec
         except ValueError as error:
             raise ValueError(f"report: {error}") from None
         kept = cmp.leaderboard["run_id"].to_list() + cmp.not_ranked["run_id"].to_list()
+        # Every section reads the compared runs only: a run the comparison left out (another dataset or
+        # judge) must not reach the items, harms or judges sections either.
+        data = data.of(kept)
         cases = per_case(data, selection)
         absent: dict[str, str] = {}
         items = _optional("items", absent, lambda: analyse_items(data, ItemOptions(selection=selection, top=10)))
