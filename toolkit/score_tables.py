@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import polars as pl
 
-from toolkit.selection import RunData, TEXT_COLUMNS, latest_valid_decisions, per_case, read_runs, scored_passes
+from toolkit.selection import RunData, latest_valid_decisions, per_case, read_columns, read_runs, scored_passes
 from toolkit.store import Store, StoreError
 from toolkit.store.transaction import Transaction
 from toolkit.summary import (SummaryOptions, benchmark_means, macro_mean, ordered_cases, resolve_order,
                              run_facts)
-from toolkit.tables import SCORE_TABLES, TABLES, to_arrow
+from toolkit.tables import SCORE_TABLES, to_arrow
 
 LEVELS = tuple(SCORE_TABLES)  # pass_scores, case_scores, benchmark_scores, run_summary
 
@@ -77,7 +77,7 @@ def score_commit(txn: Transaction, run_row: dict) -> dict | None:
     runs = pl.from_arrow(to_arrow("runs", [{**run_row, "run_id": txn.run_id}]))
 
     def read(table: str) -> pl.DataFrame:  # as ``read_runs(texts=False)`` reads it
-        return txn.read(table, [c for c in TABLES[table].names if c not in TEXT_COLUMNS.get(table, ())])
+        return txn.read(table, read_columns(table, texts=False))
 
     data = RunData(runs, read("answers"), read("judgments"), read("decisions"),
                    store.read("cases", keys=[sha]), store.read("rubric_items", keys=[sha]))

@@ -44,6 +44,12 @@ class RunData:
 TEXT_COLUMNS = {"answers": ("answer",), "judgments": ("raw_reply", "reported_components")}
 
 
+def read_columns(table: str, texts: bool) -> list[str]:
+    """The columns of ``table`` a reader takes: all, or without the long texts (``texts=False``)."""
+    drop = () if texts else TEXT_COLUMNS.get(table, ())
+    return [c for c in TABLES[table].names if c not in drop]
+
+
 def read_runs(store: Store, run_ids: list[str], texts: bool = True) -> RunData:
     """The stored rows of these runs and their datasets; ``texts=False`` leaves out answer and reply texts.
 
@@ -70,9 +76,7 @@ def _read_tables(store: Store, run_ids: list[str], texts: bool) -> RunData:
         raise StoreError(f"{store.root}: dataset {missing[0]} of the selected runs is not stored")
 
     def read(table: str) -> pl.DataFrame:
-        drop = () if texts else TEXT_COLUMNS.get(table, ())
-        columns = [c for c in TABLES[table].names if c not in drop]
-        return store.read(table, run_ids, columns=columns)
+        return store.read(table, run_ids, columns=read_columns(table, texts))
 
     return RunData(runs, read("answers"), read("judgments"), read("decisions"),
                    store.read("cases", keys=shas), store.read("rubric_items", keys=shas))
