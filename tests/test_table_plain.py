@@ -1,4 +1,5 @@
-"""print_table writes a table that fits as plain rows inside rich's frame: the text must be exactly rich's."""
+"""print_table writes the rows of a table whose cells need no wrapping inside rich's frame: the text must be
+exactly rich's."""
 
 from __future__ import annotations
 
@@ -7,20 +8,20 @@ import pytest
 
 from toolkit.cli import table as common
 
-PLAIN = common._plain
+FITS = common._fits
 
 
 def _both(frame: pl.DataFrame, title: str | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
           optional: tuple[str, ...] = (), wide: bool = False) -> tuple[str, str, bool]:
     calls = []
-    real = common._print_plain
-    monkeypatch.setattr(common, "_print_plain", lambda *a: (calls.append(1), real(*a)))
+    real = common._print_rows
+    monkeypatch.setattr(common, "_print_rows", lambda *a: (calls.append(1), real(*a)))
     common.print_table(frame, title, optional, wide=wide)
     fast = capsys.readouterr().out
-    monkeypatch.setattr(common, "_plain", lambda cell: False)  # rich lays out every cell
+    monkeypatch.setattr(common, "_fits", lambda line, width: False)  # rich lays out every cell
     common.print_table(frame, title, optional, wide=wide)
     slow = capsys.readouterr().out
-    monkeypatch.setattr(common, "_plain", PLAIN)
+    monkeypatch.setattr(common, "_fits", FITS)
     return fast, slow, bool(calls)
 
 
@@ -34,7 +35,7 @@ def test_plain_rows_equal_rich(columns: str, monkeypatch: pytest.MonkeyPatch, ca
     })
     fast, slow, used = _both(frame, "leaderboard", monkeypatch, capsys)
     assert fast == slow
-    assert used == (columns != "60")  # at 60 a header wraps: rich lays the table out
+    assert used  # at 60 a header wraps: rich draws it in the frame
     fast, slow, _ = _both(frame, None, monkeypatch, capsys, wide=True)
     assert fast == slow
 
@@ -65,3 +66,26 @@ def test_a_table_that_must_wrap_goes_through_rich(monkeypatch: pytest.MonkeyPatc
     frame = pl.DataFrame({"run_id": ["r"], "text": ["word " * 20]})
     fast, slow, used = _both(frame, None, monkeypatch, capsys)
     assert not used and fast == slow
+
+
+@pytest.mark.parametrize("columns", ["40", "52", "64", "80", "120"])
+def test_intervals_under_their_values_and_wrapped_headers_equal_rich(columns: str, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    """A narrow terminal puts an interval under its value and wraps headers; rows of unequal height (a
+    text beside a two-line estimate, an empty cell) are padded exactly as rich pads them."""
+    monkeypatch.setenv("COLUMNS", columns)
+    frame = pl.DataFrame({
+        "run_a": ["model-27", "m", "a-longer-run-name"], "benchmark": ["landmark_trials", "x", ""],
+        "delta [95% ci]": ["-0.134 [-0.214, -0.055]", "0.000 [0.000, 0.000]", "n/a (no pair)"],
+        "p_value": [0.0014, None, 1.0], "p_holm": [0.3113, 1.0, None], "completed / failed / not attempted":
+        ["500 / 0 / 0", "1 / 2 / 3", ""],
+    })
+    fast, slow, used = _both(frame, "pairwise", monkeypatch, capsys)
+    assert fast == slow
+    assert used
+    narrow = frame.select("run_a", "delta [95% ci]", "p_holm")  # the case this path is for: intervals split
+    fast, slow, used = _both(narrow, "pairwise", monkeypatch, capsys)
+    assert used and fast == slow
+    split = any(line.split("\u2502")[2].strip() == "[-0.214, -0.055]" for line in fast.splitlines()
+                if line.count("\u2502") >= 3)
+    assert split == (int(columns) <= 52)

@@ -70,7 +70,6 @@ def print_table(frame: Any, title: str | None, optional: Sequence[str] = (), wid
     (``{"miss_rate": "1 - match_rate"}``), left out early and named with their formula."""
     from rich.cells import cell_len
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
     cells = [[visible(_cell(v)) for v in row] for row in frame.iter_rows()]
@@ -105,17 +104,26 @@ def print_table(frame: Any, title: str | None, optional: Sequence[str] = (), wid
                      {c: natural[c] for c in shown}, None if wide else width)
     full = _table_width(natural[c] for c in shown)
     console = Console(width=max(width, full) if wide else width, soft_wrap=False)
-    rows = [[row[at[c]] for c in shown] for row in cells]
-    if cells and all(widths[c] == natural[c] for c in shown) and full <= console.width and not console.is_terminal \
-            and console.color_system is None and all(_plain(cell) for row in rows for cell in row):
-        _print_plain(console, title, caption, [header[c] for c in shown], [natural[c] for c in shown], rows)
+    rows = [[_interval_split(row[at[c]], widths[c], cell_len).split("\n") for c in shown] for row in cells]
+    table = _frame(title, caption, [header[c] for c in shown], [widths[c] for c in shown])
+    if cells and not console.is_terminal and console.color_system is None \
+            and all(_fits(line, widths[c]) for row in rows for lines, c in zip(row, shown) for line in lines):
+        _print_rows(console, table, [widths[c] for c in shown], rows)
         return
-    table = Table(title=_annotation(title, "table.title"), caption=_annotation(caption, "table.caption"))
-    for c in shown:
-        table.add_column(Text(header[c]), overflow="fold", width=widths[c])
     for row in rows:
-        table.add_row(*(Text(_interval_split(cell, widths[c], cell_len)) for cell, c in zip(row, shown)))
+        table.add_row(*(Text("\n".join(lines)) for lines in row))
     console.print(table)
+
+
+def _frame(title: str | None, caption: str | None, headers: list[str], widths: list[int]) -> Any:
+    """The rich table without its rows: title, header (wrapping between words), borders and caption."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=_annotation(title, "table.title"), caption=_annotation(caption, "table.caption"))
+    for name, w in zip(headers, widths):
+        table.add_column(Text(name), overflow="fold", width=w)
+    return table
 
 
 def _droppable_notes(columns: list[str], cells: list[list[str]], derived: Mapping[str, str]) -> dict[str, str]:
@@ -178,31 +186,31 @@ def _annotation(text: str | None, style: str) -> Any:
     return None if text is None else Text(visible(text), style=style)
 
 
-def _plain(cell: str) -> bool:
-    # What rich prints as it is (text, not markup): printable ASCII, one column a character.
-    return cell.isascii() and cell.isprintable()
+def _fits(line: str, width: int) -> bool:
+    # A line rich prints as it is: printable ASCII (text, not markup; one column a character), no
+    # whitespace at either end, within its column.
+    return line.isascii() and line.isprintable() and line == line.strip() and len(line) <= width
 
 
-def _print_plain(console: Any, title: str | None, caption: str | None, headers: list[str], widths: list[int],
-                 rows: list[list[str]]) -> None:
-    """The text rich prints for a table that fits without wrapping, written row by row: rich measures and
-    lays out every cell, which dominates a long table such as compare's pairs. Rich itself still
-    draws the frame (title, header, borders, caption) with each column at its natural width, and the
-    rows go in above the bottom border, left-aligned with one space of padding, as rich writes them."""
+def _print_rows(console: Any, table: Any, widths: list[int], rows: list[list[list[str]]]) -> None:
+    """The text rich prints for a table whose cells need no wrapping (each line of a cell fits its column),
+    written row by row: rich measures and lays out every cell, which dominates a long table such as
+    compare's pairs. Rich itself still draws the frame (title, header, borders, caption); the rows go in
+    above the bottom border, each line of a cell left-aligned with one space of padding, a shorter cell
+    padded with blank lines, as rich writes them."""
     import io
 
     from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
 
-    frame = Table(title=_annotation(title, "table.title"), caption=_annotation(caption, "table.caption"))
-    for name, w in zip(headers, widths):
-        frame.add_column(Text(name), min_width=w, no_wrap=True)
     buffer = io.StringIO()
-    Console(file=buffer, width=console.width, soft_wrap=False).print(frame)
+    Console(file=buffer, width=console.width, soft_wrap=False).print(table)
     lines = buffer.getvalue().split("\n")
     bottom = max(i for i, line in enumerate(lines) if line.startswith("\u2514"))
-    body = ["\u2502 " + " \u2502 ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " \u2502" for row in rows]
+    body = []
+    for row in rows:
+        for i in range(max(len(cell) for cell in row)):
+            body.append("\u2502 " + " \u2502 ".join((cell[i] if i < len(cell) else "").ljust(w)
+                                                     for cell, w in zip(row, widths)) + " \u2502")
     console.file.write("\n".join(lines[:bottom] + body + lines[bottom:]))
 
 
