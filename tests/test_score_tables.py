@@ -218,3 +218,23 @@ def test_a_run_without_a_completed_case_is_null_in_sql_and_last_on_the_leaderboa
                    "ORDER BY overall_macro_mean DESC").fetchall()
     assert [r[0] for r in rows] == ["good", "all-failed"] and rows[1][1:] == (None, None, None)
     assert rows[0][1] is not None and not math.isnan(rows[0][1])
+
+
+def test_readers_take_the_stored_case_scores_under_the_default_selection_only(store: Store, sample_dataset) -> None:
+    """``per_case`` returns the case scores the commits stored (what it computed then) for the default
+    selection, computes any other, and computes for every run when one of them has none stored."""
+    from dataclasses import replace
+
+    from toolkit.selection import JudgeSelection, per_case
+
+    _run(store, sample_dataset, "a", 1, passes=2)
+    _run(store, sample_dataset, "b", 2, passes=2)
+    data = read_runs(store, ["a", "b"], texts=False)
+    assert data.stored_cases is not None and per_case(data) is data.stored_cases
+    _equal(per_case(data), per_case(replace(data, stored_cases=None)))
+    first = per_case(data, JudgeSelection(passes=(1,)))
+    assert first["passes"].unique().to_list() == [1]
+    assert per_case(data.of(["b"]))["run_id"].unique().to_list() == ["b"]
+    transaction._SCORERS.clear()
+    _run(store, sample_dataset, "old", 3)
+    assert read_runs(store, ["a", "old"], texts=False).stored_cases is None

@@ -8,6 +8,8 @@ stored one (another judge, some passes, another order).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import polars as pl
 
 from toolkit.selection import RunData, latest_valid_decisions, per_case, read_columns, read_runs, scored_passes
@@ -32,7 +34,9 @@ def empty(table: str) -> pl.DataFrame:
 def score_tables(data: RunData, options: SummaryOptions = SummaryOptions(),
                  levels: tuple[str, ...] = LEVELS) -> dict[str, pl.DataFrame]:
     """The score tables of every run in ``data`` under ``options`` (its judge, passes and order; pass scores
-    do not depend on them: every judge and pass), each in its schema's columns and a fixed row order."""
+    do not depend on them: every judge and pass), each in its schema's columns and a fixed row order.
+    Computed from the rows, never taken from what is stored."""
+    data = replace(data, stored_cases=None)
     out: dict[str, pl.DataFrame] = {}
     if "pass_scores" in levels:
         passes = scored_passes(data, latest_valid_decisions(data.judgments, data.decisions))

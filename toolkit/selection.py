@@ -30,6 +30,8 @@ class RunData:
     decisions: pl.DataFrame
     cases: pl.DataFrame
     rubric_items: pl.DataFrame
+    # per_case under the default selection as the runs' commits stored it (None: some run has none stored)
+    stored_cases: pl.DataFrame | None = None
 
     def of(self, run_ids: list[str]) -> "RunData":
         """The rows of these runs only (and of their datasets): what an analysis of just them reads."""
@@ -37,7 +39,8 @@ class RunData:
         runs = self.runs.filter(keep)
         digests = pl.col("dataset_sha256").is_in(runs["dataset_sha256"].unique().to_list())
         return RunData(runs, self.answers.filter(keep), self.judgments.filter(keep), self.decisions.filter(keep),
-                       self.cases.filter(digests), self.rubric_items.filter(digests))
+                       self.cases.filter(digests), self.rubric_items.filter(digests),
+                       None if self.stored_cases is None else self.stored_cases.filter(keep))
 
 
 # Long text columns that scoring and summaries never look at.
@@ -78,8 +81,9 @@ def _read_tables(store: Store, run_ids: list[str], texts: bool) -> RunData:
     def read(table: str) -> pl.DataFrame:
         return store.read(table, run_ids, columns=read_columns(table, texts))
 
+    stored = None if store.unscored(run_ids) else store.read("case_scores", run_ids)
     return RunData(runs, read("answers"), read("judgments"), read("decisions"),
-                   store.read("cases", keys=shas), store.read("rubric_items", keys=shas))
+                   store.read("cases", keys=shas), store.read("rubric_items", keys=shas), stored)
 
 
 # select_judgments' answers by RunData (weakly: they go with it) and selection. Frames never change in
@@ -137,7 +141,10 @@ def scored_passes(data: RunData, decisions: pl.DataFrame) -> pl.DataFrame:
 
 def per_case(data: RunData, selection: JudgeSelection = JudgeSelection()) -> pl.DataFrame:
     """One row per run x completed case: score (mean over passes), dataset position, completion
-    order (first successful judgment's seq) and the score the source file reported, if any."""
+    order (first successful judgment's seq) and the score the source file reported, if any. Under the
+    default selection, the rows the runs' commits stored (this function's own result, computed then)."""
+    if data.stored_cases is not None and selection == JudgeSelection():
+        return data.stored_cases
     judgments, decisions = select_judgments(data, selection)
     passes = scored_passes(data, decisions)
     scores = case_scores(passes)
