@@ -323,3 +323,12 @@ def test_read_runs_frames_come_from_one_commit(store: Store, sample_dataset, mon
     assert data.answers["seq"].to_list() == [0] and data.judgments.is_empty()
     fresh = read_runs(store, ["r"])
     assert fresh.answers["seq"].to_list() == [1] and fresh.judgments["seq"].to_list() == [1]
+
+
+def test_a_store_made_from_a_text_path_reads_like_one_made_from_a_path(tmp_path) -> None:
+    """``bs.Store("results")`` is what a notebook writes first; it must not fail on the first read."""
+    from toolkit.store import Store
+
+    Store.open(tmp_path / "s").run_ids()  # an empty store folder
+    assert Store(str(tmp_path / "s")).run_ids() == []
+    assert Store(str(tmp_path / "s")).root == tmp_path / "s"

@@ -54,6 +54,9 @@ class Store:
     root: Path
     pinned: int | None = field(default=None)  # read the store as of this runs-table version
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))  # ``Store("results")`` as well as a Path
+
     @classmethod
     def open(cls, root: str | os.PathLike[str] | None = None, version: int | None = None) -> "Store":
         """The store at ``root``, else ``default_store_path()`` ($BEDSIDE_STORE, else ./data/results);
