@@ -91,7 +91,7 @@ def test_derived_views_equal_the_toolkit_exactly(mixed: Store, options: SummaryO
 
 def test_the_views_hold_no_arithmetic_of_their_own() -> None:
     """The scores are the toolkit's, stored: no SQL re-derives a rounding, a sum or a mean."""
-    for options in (views.ViewOptions(), views.ViewOptions("j", (1, 2), "dataset")):
+    for options in (SummaryOptions(), SummaryOptions(order="dataset", selection=JudgeSelection("j", (1, 2)))):
         sql = " ".join(views.statements({}, options)).lower()
         assert not re.search(r"\b(round|round_even|sum|avg|mean|stddev|list_reduce|fsum)\s*\(", sql), sql
         assert " macro " not in sql

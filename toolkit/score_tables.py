@@ -98,8 +98,7 @@ def computed(store: Store, options: SummaryOptions = SummaryOptions()) -> dict[s
     selection other than the stored one) the case, benchmark and run levels of every run. A run that cannot
     be scored (its dataset not stored, decisions outside the rubric) has no rows, as in the stored tables."""
     unscored = set(store.unscored())
-    stored_selection = options == SummaryOptions(bootstrap=options.bootstrap)
-    run_ids = [r for r in store.run_ids() if r in unscored or not stored_selection]
+    run_ids = [r for r in store.run_ids() if r in unscored or not options.is_stored]
     out: dict[str, list[pl.DataFrame]] = {t: [] for t in LEVELS}
 
     def add(ids: list[str]) -> None:

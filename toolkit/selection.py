@@ -19,6 +19,11 @@ class JudgeSelection:
     judge: str | None = None
     passes: tuple[int, ...] | None = None
 
+    @property
+    def is_stored(self) -> bool:
+        """Whether the score tables are stored under this selection: each run's primary judge, all passes."""
+        return self.judge is None and self.passes is None
+
 
 @dataclass(frozen=True, eq=False)
 class RunData:
@@ -143,7 +148,7 @@ def per_case(data: RunData, selection: JudgeSelection = JudgeSelection()) -> pl.
     """One row per run x completed case: score (mean over passes), dataset position, completion
     order (first successful judgment's seq) and the score the source file reported, if any. Under the
     default selection, the rows the runs' commits stored (this function's own result, computed then)."""
-    if data.stored_cases is not None and selection == JudgeSelection():
+    if data.stored_cases is not None and selection.is_stored:
         return data.stored_cases
     judgments, decisions = select_judgments(data, selection)
     passes = scored_passes(data, decisions)

@@ -36,6 +36,11 @@ class SummaryOptions:
     bootstrap: BootstrapSettings = BootstrapSettings()
     selection: JudgeSelection = JudgeSelection()
 
+    @property
+    def is_stored(self) -> bool:
+        """Whether the stored score tables answer for these options: the stored selection, the auto order."""
+        return self.selection.is_stored and self.order == "auto"
+
 
 def summarize(store: Store, run_ids: list[str], options: SummaryOptions = SummaryOptions()) -> dict[str, dict]:
     """run id -> reference summary object (fields and field order of the reference runner)."""

@@ -84,21 +84,13 @@ def connect(store: Store, derived: tuple[str, ...] = DERIVED, options: SummaryOp
     return con
 
 
-def view_options(options: SummaryOptions) -> views.ViewOptions:
-    return views.ViewOptions(options.selection.judge, options.selection.passes, options.order)
-
-
 def build(con: duckdb.DuckDBPyConnection, files: dict[str, list[str]], options: SummaryOptions) -> None:
     """Run ``toolkit.sql._views``' statements on ``con``; StoreError naming a damaged part file."""
-    for statement in views.statements(files, view_options(options)):
+    for statement in views.statements(files, options):
         try:
             con.execute(statement)
         except duckdb.Error as error:  # binding read_parquet reads the files' footers: name a damaged one
             raise StoreError(_unreadable([f for t in files.values() for f in t], error)) from None
-
-
-def summary_options(options: views.ViewOptions) -> SummaryOptions:
-    return SummaryOptions(order=options.order, selection=JudgeSelection(options.judge, options.passes))
 
 
 def fill_computed(con: duckdb.DuckDBPyConnection, store: Store, options: SummaryOptions) -> None:

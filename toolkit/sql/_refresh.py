@@ -183,7 +183,7 @@ def rewrite(con: "duckdb.DuckDBPyConnection", store: Store, files: dict[str, lis
     record ``version``, in one transaction."""
     import duckdb
 
-    from toolkit.sql._query import fill_computed, summary_options
+    from toolkit.sql._query import fill_computed
     from toolkit.sql._views import base_view, read_options
     from toolkit.tables import TABLES
 
@@ -197,7 +197,7 @@ def rewrite(con: "duckdb.DuckDBPyConnection", store: Store, files: dict[str, lis
             if options is not None or table in TABLES:
                 con.execute(base_view(table, paths))
         if options is not None:
-            fill_computed(con, store, summary_options(options))
+            fill_computed(con, store, options)
         con.execute(f"UPDATE {INFO} SET store_version = ?, refreshed_at = ?",
                     [version, dt.datetime.now(dt.timezone.utc).isoformat()])
         con.execute("COMMIT")

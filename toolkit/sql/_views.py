@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from toolkit.selection import JudgeSelection
+from toolkit.summary import SummaryOptions
 from toolkit.tables import SCORE_TABLES, STORED, TABLES
 
 # Storage columns the views leave out: ``runs.write_ids`` is the store's commit point, not data.
@@ -32,16 +34,6 @@ _CI = {"benchmark_scores": (("ci_low", "DOUBLE", "Bootstrap 95% interval, low en
                                             "null when stale)."),
                        ("ci_high", "DOUBLE", "Likewise, high end."))}
 _CI_AFTER = {"benchmark_scores": "mean", "run_summary": "overall_macro_mean"}
-
-
-@dataclass(frozen=True)
-class ViewOptions:
-    """What ``toolkit.summary.SummaryOptions`` chooses, as the views need it: the judge (None: each run's
-    primary judge), the passes (None: all) and the order (auto: reference for imported runs)."""
-
-    judge: str | None = None
-    passes: tuple[int, ...] | None = None
-    order: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -106,12 +98,7 @@ def _computed_table(table: str) -> str:
     return f"CREATE TABLE IF NOT EXISTS {INTERNAL}.computed_{table} ({cols})"
 
 
-def stored_selection(options: ViewOptions) -> bool:
-    """Whether the score tables as stored answer for ``options`` (each run's primary judge, all passes, auto)."""
-    return options == ViewOptions()
-
-
-def derived_view(view: View, options: ViewOptions = ViewOptions()) -> str:
+def derived_view(view: View, options: SummaryOptions = SummaryOptions()) -> str:
     """The derived view: the stored rows of the runs that have them and the computed ones (all of them for a
     selection other than the stored one, but for pass scores, which hold every judge and pass)."""
     if options.order not in ("auto", "reference", "dataset"):
@@ -119,7 +106,7 @@ def derived_view(view: View, options: ViewOptions = ViewOptions()) -> str:
     table = view.name
     cols = ", ".join(f'"{c}"' for c in columns(table))
     computed = f"SELECT {cols} FROM {INTERNAL}.computed_{table}"
-    if table == "pass_scores" or stored_selection(options):
+    if table == "pass_scores" or options.is_stored:
         computed = (f"SELECT {cols} FROM {_name(table)} UNION ALL {computed}"
                     f" WHERE run_id NOT IN (SELECT run_id FROM {_name('run_summary')})")
     if table not in _CI:
@@ -131,20 +118,22 @@ def derived_view(view: View, options: ViewOptions = ViewOptions()) -> str:
             f" AND i.run_updated_at IS NOT DISTINCT FROM r.updated_at")
 
 
-def _options_table(options: ViewOptions) -> list[str]:
-    passes = "NULL" if options.passes is None else _literal(json.dumps(list(options.passes)))
-    judge = "NULL" if options.judge is None else _literal(options.judge)
+def _options_table(options: SummaryOptions) -> list[str]:
+    selection = options.selection
+    passes = "NULL" if selection.passes is None else _literal(json.dumps(list(selection.passes)))
+    judge = "NULL" if selection.judge is None else _literal(selection.judge)
     return [f'CREATE OR REPLACE TABLE {INTERNAL}.options (judge VARCHAR, passes VARCHAR, "order" VARCHAR)',
             f"INSERT INTO {INTERNAL}.options VALUES ({judge}, {passes}, {_literal(options.order)})"]
 
 
-def read_options(con) -> ViewOptions:
+def read_options(con) -> SummaryOptions:
     """The selection a connection or database file was built for (``_bedside.options``)."""
     judge, passes, order = con.execute(f'SELECT judge, passes, "order" FROM {INTERNAL}.options').fetchone()
-    return ViewOptions(judge, None if passes is None else tuple(json.loads(passes)), order)
+    return SummaryOptions(order=order, selection=JudgeSelection(judge, None if passes is None else
+                                                                tuple(json.loads(passes))))
 
 
-def statements(files: dict[str, list[str]], options: ViewOptions = ViewOptions()) -> list[str]:
+def statements(files: dict[str, list[str]], options: SummaryOptions = SummaryOptions()) -> list[str]:
     """Everything a connection or a database file needs, in order: the internal schema, base views, the
     intervals table and the computed score tables (created empty if missing), the selection, derived views."""
     return [f"CREATE SCHEMA IF NOT EXISTS {INTERNAL}", *(base_view(t, files.get(t, [])) for t in STORED), INTERVALS,
