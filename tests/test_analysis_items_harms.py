@@ -244,3 +244,25 @@ def test_item_summary_does_not_depend_on_the_order_of_its_rows() -> None:
         shuffled = item_summary(rates.sample(fraction=1.0, shuffle=True, seed=seed),
                                 run_overall(cases.sample(fraction=1.0, shuffle=True, seed=seed)))
         assert shuffled.equals(expected)  # bit for bit: sums in one order whatever the row order
+
+
+def test_ratio_intervals_do_not_depend_on_the_order_of_the_rows() -> None:
+    """The same cases in another row order give the same bits: a group's resampled sums are matrix products,
+    whose rounding depends on the row a group lands in, so the groups' rows keep one order. (harms once
+    printed a different last digit on every run: its cases came from an unordered group_by.)"""
+    import numpy as np
+
+    from toolkit.analysis.paired import ResampleSettings
+    from toolkit.analysis.ratios import case_ratios
+
+    rng = np.random.default_rng(0)
+    frame = pl.DataFrame([{"run_id": f"r{r:02d}", "metric": "m", "benchmark": f"b{b}", "case_id": f"c{b}-{c}",
+                           "num": float(rng.random()), "den": 1.0}
+                          for r in range(30) for b in range(3) for c in range(50)])
+    want = case_ratios(frame, ["run_id", "metric"], ResampleSettings(samples=2000))
+    for seed in range(3):
+        got = case_ratios(frame.sample(fraction=1.0, shuffle=True, seed=seed), ["run_id", "metric"],
+                          ResampleSettings(samples=2000))
+        assert got["run_id"].to_list() == frame.sample(fraction=1.0, shuffle=True, seed=seed)["run_id"].unique(
+            maintain_order=True).to_list()  # groups keep their first-appearance order
+        assert got.sort("run_id").equals(want.sort("run_id"))

@@ -33,7 +33,8 @@ def case_ratios(frame: pl.DataFrame, keys: list[str], settings: ResampleSettings
     """
     cells = frame.group_by(*keys, "benchmark", "case_id", maintain_order=True).agg(
         pl.col("num").cast(pl.Float64).sum(), pl.col("den").cast(pl.Float64).sum())
-    groups = cells.select(keys).unique(maintain_order=True).with_row_index("_g")
+    # Matrix rows in one order whatever the input's: a row's resampled sums (matrix products) round by position.
+    groups = cells.select(keys).unique().sort(keys, nulls_last=True).with_row_index("_g")
     universe = cells.select("benchmark", "case_id").unique().sort("benchmark", "case_id").with_row_index("_c")
     placed = cells.join(groups, on=keys, nulls_equal=True).join(universe, on=["benchmark", "case_id"])
     num = np.zeros((groups.height, universe.height))
@@ -52,7 +53,9 @@ def case_ratios(frame: pl.DataFrame, keys: list[str], settings: ResampleSettings
         boot = res.pooled_ratio(num, den)
         lo, hi = percentile_interval(boot)
         out = out.with_columns(_interval_columns(boot, lo, hi, den > 0, res.slices))
-    return out.with_columns(pl.col(pl.Float64).fill_nan(None))
+    first_seen = cells.select(keys).unique(maintain_order=True)
+    return first_seen.join(out, on=keys, how="left", nulls_equal=True, maintain_order="left").with_columns(
+        pl.col(pl.Float64).fill_nan(None))
 
 
 def _interval_columns(boot: np.ndarray, lo: np.ndarray, hi: np.ndarray, has: np.ndarray,
