@@ -155,7 +155,7 @@ DATASET_CASES: dict[str, tuple[Callable[[Path], Path], str, str]] = {
     "points 400 digits": (with_points("9" * 400), "rubric_items[0].points", "an integer of 400 digits"),
     "points 5000 digits": (with_points("9" * 5000), "rubric_items[0].points", "an integer of 5000 digits"),
     "points out of range": (with_points("7"), "rubric_items[0].points", "7 is greater than the maximum of 3"),
-    "points not integer": (with_points("1.5"), "rubric_items[0].points", "is not of type 'integer'"),
+    "points not integer": (with_points("1.5"), "rubric_items[0].points", "is not of type \"integer\""),
     "nested 100k deep": (write_text("[" * 100_000 + "]" * 100_000), "nesting", "nested deeper than 64"),
     "lone surrogate": (lone_surrogate, "prompt", "lone surrogate"),
     "unlisted FIFO": (fifo_case, "file", "is a FIFO, not a regular file"),

@@ -105,10 +105,10 @@ def _dup_item(c: dict) -> None:
 
 BAD = {
     "broken JSON": (lambda r: _first_case(r).write_text('{"case_id": '), "invalid JSON"),
-    "missing field": (lambda r: _edit(_first_case(r), lambda c: c.pop("prompt")), "'prompt' is a required property"),
+    "missing field": (lambda r: _edit(_first_case(r), lambda c: c.pop("prompt")), "\"prompt\" is a required property"),
     "wrong item id": (lambda r: _edit(_first_case(r), _break_prompt), "should be"),
     "wrong points type": (lambda r: _edit(_first_case(r, "safety_diagnostic"),
-                                          lambda c: c["rubric_items"][0].update(points=1.5)), "is not of type 'integer'"),
+                                          lambda c: c["rubric_items"][0].update(points=1.5)), "is not of type \"integer\""),
     "no positive item": (lambda r: _edit(_first_case(r), lambda c: [i.update(points=-1) for i in c["rubric_items"]]),
                          "at least one positive item"),
     "duplicate item": (lambda r: _edit(_first_case(r), _dup_item), "should be"),

@@ -11,23 +11,6 @@ import sys
 from typing import Any
 
 
-def import_jsonschema() -> Any:
-    """The ``jsonschema`` module, imported without ``rfc3987_syntax``. jsonschema's optional "iri" format
-    check imports that module when present (jupyterlab's dependencies bring it), and it builds a parser
-    grammar on import, most of a cold dataset-loading command; formats are never checked here (no
-    format_checker). It is hidden during this one import only: the process can import it afterwards."""
-    if "jsonschema" in sys.modules or "rfc3987_syntax" in sys.modules:
-        import jsonschema
-
-        return jsonschema
-    sys.modules["rfc3987_syntax"] = None  # type: ignore[assignment]  # an import of it raises ImportError
-    try:
-        import jsonschema
-    finally:
-        del sys.modules["rfc3987_syntax"]
-    return jsonschema
-
-
 def student_t() -> Any:
     """scipy's Student t ufuncs (``stdtr``, ``stdtrit``) as attributes of one object. They live in the
     compiled ``scipy.special._ufuncs``; ``import scipy.special`` first runs the package's array-API layer

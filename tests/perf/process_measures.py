@@ -8,16 +8,13 @@ unmeasured run of each. The gain is the median over the pairs of plain / with - 
 (user + sys of the child). A measure stays in toolkit/_process.py only while it buys >= 10 % of its
 command (issue 18); one ROW line each.
 
-import_jsonschema serves every command that loads a dataset (here ``bedside dataset validate`` on the
-500-case panel, tests/perf/panel.py). What it avoids exists only where rfc3987_syntax is installed
-(jupyterlab's dependencies bring it); elsewhere its row says so. student_t serves every command that
-prints a pair (here ``bedside compare --all`` on 30 runs x 500 cases, tests/perf/compare_scale.py).
+student_t serves every command that prints a pair (here ``bedside compare --all`` on 30 runs x 500 cases,
+tests/perf/compare_scale.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
@@ -36,12 +33,6 @@ TARGET = 0.10
 
 # measure -> the plain way, as code run before the command (it replaces the measure's function)
 PLAIN = {
-    "import_jsonschema": """
-        def plain():
-            import jsonschema
-            return jsonschema
-        _process.import_jsonschema = plain
-    """,
     "student_t": """
         def plain():
             import types
@@ -97,17 +88,6 @@ def main() -> None:
     row("toolkit/_process.py student_t: gain on a cold `bedside compare --all`, 30 runs x 500 cases",
         f"{wall:+.0%} by wall ({with_s:.2f} s with, {without_s:.2f} s without; median of {args.pairs} pairs), "
         f"{cpu:+.0%} by CPU, load {os.getloadavg()[0]:.1f}", target, wall >= TARGET)
-    what = "toolkit/_process.py import_jsonschema: gain on a cold `bedside dataset validate`, 500 cases"
-    if importlib.util.find_spec("rfc3987_syntax") is None:
-        row(what, "not measurable here: rfc3987_syntax is not installed, so there is nothing to hide",
-            f"{target} where it is installed (jupyterlab's dependencies bring it)", True)
-        return
-    with tempfile.TemporaryDirectory() as tmp:
-        panel = build_panel(shared_root(), Path(tmp))
-        wall, cpu, with_s, without_s = gains("import_jsonschema", ["dataset", "validate", "--dataset", str(panel)],
-                                             args.pairs)
-    row(what, f"{wall:+.0%} by wall ({with_s:.2f} s with, {without_s:.2f} s without; median of {args.pairs} "
-        f"pairs), {cpu:+.0%} by CPU, load {os.getloadavg()[0]:.1f}", target, wall >= TARGET)
 
 
 if __name__ == "__main__":
