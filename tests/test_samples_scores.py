@@ -108,3 +108,36 @@ def test_one_sample_scores_exactly_as_a_run_without_samples(store: Store, sample
         pl.col("score").mean())
     assert per_case(data).select("run_id", "case_id", "score").sort("run_id", "case_id").equals(
         before.sort("run_id", "case_id"))
+
+
+def test_the_db_file_shows_sample_scores_and_follows_a_new_sample(store: Store, sample_dataset, tmp_path) -> None:
+    import duckdb
+
+    from toolkit import sample_scores, write_database
+
+    decisions = sample_decisions(sample_dataset, "k", 3)
+    write_samples(store, sample_dataset, "k", decisions.filter(pl.col("sample") < 2))
+    path = tmp_path / "bench.duckdb"
+    write_database(store, path)
+    cases = sample_dataset.cases.height
+
+    def count() -> int:
+        with duckdb.connect(str(path), read_only=True) as con:
+            return con.execute("SELECT count(*) FROM sample_scores WHERE run_id = 'k'").fetchone()[0]
+
+    assert count() == cases * 2
+    # A later commit adding sample 2 (as a resume adds samples) refreshes the registered file.
+    third = decisions.filter(pl.col("sample") == 2)
+    store.commit_run("k", {"answers": [{"run_id": "k", "case_id": c, "sample": 2, "attempt": 1, "seq": 10_000 + i,
+                                        "answer": "a", "error": None}
+                                       for i, c in enumerate(third["case_id"].unique(maintain_order=True))],
+                           "judgments": [{"run_id": "k", "case_id": c, "sample": 2, "judge_model": "judge-x",
+                                          "judge_pass": 1, "attempt": 1, "answer_attempt": 1, "seq": 20_000 + i,
+                                          "error": None}
+                                         for i, c in enumerate(third["case_id"].unique(maintain_order=True))],
+                           "decisions": third.to_arrow()})
+    assert count() == cases * 3
+    # bs.sample_scores: the same per-sample means from a frame of pass scores.
+    stored = store.read("sample_scores", ["k"]).sort("case_id", "sample")
+    mine = sample_scores(store.read("pass_scores", ["k"])).select(stored.columns).sort("case_id", "sample")
+    assert mine.select("case_id", "sample", "passes").equals(stored.select("case_id", "sample", "passes"))
