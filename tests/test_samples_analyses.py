@@ -57,3 +57,17 @@ def test_judge_noise_and_agreement_do_not_take_answers_for_raters(store: Store, 
     assert agreement.summary["items"].to_list() == [2 * decided]  # each answer's item is a unit
     assert agreement.summary["percent_agreement"].to_list() == [1.0]
     assert set(agreement.flips["raters"]) == {2} and agreement.flips["score_range"].max() == 0.0
+
+
+def test_a_failed_sample_is_a_failed_case_though_another_sample_succeeded(store: Store, sample_dataset) -> None:
+    from toolkit.failures import failure_causes
+    from toolkit.summary import summarize
+
+    _run(store, sample_dataset, {0: 1, 1: 1})
+    case = sample_dataset.cases["case_id"][0]
+    store.commit_run("r", {"answers": [{"run_id": "r", "case_id": case, "sample": 2, "attempt": 1, "seq": 99_999,
+                                        "error": "APITimeoutError: Request timed out."}]})
+    causes = failure_causes(store, "r")
+    assert [(c.cause, c.cases) for c in causes] == [("APITimeoutError", 1)]
+    summary = summarize(store, ["r"])["r"]
+    assert summary["errors"] == 1 and summary["completed_cases"] == sample_dataset.cases.height
