@@ -126,3 +126,25 @@ def test_a_later_commit_to_an_old_store_widens_its_tables_and_raises_the_marker(
     # What an earlier bedside does with the marker (toolkit/store/paths.py at format 2): refuses it.
     kind, _, version = (root / ".bedside-store").read_text().strip().partition(" ")
     assert kind == "bedside-store" and int(version) > 2
+
+
+def test_a_db_file_written_before_samples_is_rebuilt_by_its_next_refresh(store: Store, sample_dataset,
+                                                                        tmp_path) -> None:
+    import duckdb
+
+    from toolkit.sql import write_database
+
+    write_samples(store, sample_dataset, "k", sample_decisions(sample_dataset, "k", 2))
+    path = tmp_path / "bench.duckdb"
+    write_database(store, path)
+    with duckdb.connect(str(path)) as con:  # as the version before samples left it
+        con.execute('DROP VIEW sample_scores')
+        con.execute('DROP VIEW _bedside.stored_sample_scores')
+        con.execute('DROP TABLE _bedside.computed_sample_scores')
+        con.execute('DROP VIEW pass_scores')
+        con.execute('ALTER TABLE _bedside.computed_pass_scores DROP COLUMN sample')
+    analysis_sim.write_run(store, sample_dataset, "one", 0.3, 2)  # a commit: the file is refreshed
+    with duckdb.connect(str(path), read_only=True) as con:
+        rows = dict(con.execute("SELECT run_id, count(*) FROM sample_scores GROUP BY run_id").fetchall())
+        assert con.execute("SELECT count(*) FROM pass_scores WHERE sample = 1").fetchone()[0] > 0
+    assert rows == {"k": 2 * sample_dataset.cases.height, "one": sample_dataset.cases.height}
