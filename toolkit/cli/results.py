@@ -81,8 +81,9 @@ def _print_report(report, file) -> None:
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output .jsonl path.")
 @store_option
 def export_cmd(run_id: str, out: str, store_dir: str | None) -> None:
-    """Write a run as reference-format JSONL plus <out>.summary.json; a run with several answer samples as one
-    such pair per sample, <out>.sample<i>.jsonl (i from 0)."""
+    """Write a run as reference-format JSONL plus <out>.summary.json.
+
+    A run with several answer samples: one such pair per sample, <out>.sample<i>.jsonl (i from 0)."""
     from toolkit.reference import export_samples
 
     for rows, summary in export_samples(open_store(store_dir), run_id, out):
