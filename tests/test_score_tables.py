@@ -188,7 +188,8 @@ def test_a_store_holding_score_tables_is_marked_so_an_older_bedside_refuses_it(t
     """bedside before stored scores reads a marker of format 1 and refuses a newer format in one line. A
     store it could still write would get runs whose stored scores no longer match their rows (its commits
     keep the scores write live), and db files whose score views it never fills: a store this version has
-    written is format 2. A format-1 store is upgraded on its first write, not on a read."""
+    written is format 3 (answer samples, see tests/test_samples_store.py). A format-1 store is upgraded on its
+    first write, not on a read."""
     old = tmp_path / "old"
     store = Store.open(old)
     _run(store, sample_dataset, "a", 1)
@@ -198,10 +199,10 @@ def test_a_store_holding_score_tables_is_marked_so_an_older_bedside_refuses_it(t
     Store.open(old).read("runs")
     assert (old / ".bedside-store").read_text() == "bedside-store 1\n"  # reading changes nothing
     _run(Store.open(old), sample_dataset, "b", 2)
-    assert (old / ".bedside-store").read_text() == "bedside-store 2\n"
+    assert (old / ".bedside-store").read_text() == "bedside-store 3\n"
     new = tmp_path / "new"
     _run(Store.open(new), sample_dataset, "a", 1)
-    assert (new / ".bedside-store").read_text() == "bedside-store 2\n"
+    assert (new / ".bedside-store").read_text() == "bedside-store 3\n"
     # the rule an earlier bedside applies to the marker (toolkit/store/paths.py at format 1): a newer format
     kind, _, version = (new / ".bedside-store").read_text().strip().partition(" ")
     assert kind == "bedside-store" and int(version) > 1

@@ -31,6 +31,9 @@ _EXPORTS: dict[str, str] = {
     "JudgeSelection": "toolkit.selection",
     "read_runs": "toolkit.selection",
     "per_case": "toolkit.selection",
+    "per_sample": "toolkit.selection",
+    "pass_level_scores": "toolkit.selection",
+    "sample_scores": "toolkit.scoring",
     "BootstrapSettings": "toolkit.bootstrap",
     "reference_intervals": "toolkit.bootstrap",
     "SummaryOptions": "toolkit.summary",
@@ -39,6 +42,8 @@ _EXPORTS: dict[str, str] = {
     "import_reference": "toolkit.reference",
     "import_many": "toolkit.reference",
     "export_reference": "toolkit.reference",
+    "import_samples": "toolkit.reference",
+    "export_samples": "toolkit.reference",
     "audit_file": "toolkit.reference",
     "AuditReport": "toolkit.reference",
     # collection (these import the openai SDK, heavy, on first use)

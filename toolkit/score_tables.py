@@ -12,14 +12,15 @@ from dataclasses import replace
 
 import polars as pl
 
-from toolkit.selection import RunData, latest_valid_decisions, per_case, read_columns, read_runs, scored_passes
+from toolkit.selection import (RunData, latest_valid_decisions, per_case, per_sample, read_columns, read_runs,
+                               scored_passes)
 from toolkit.store import Store, StoreError
 from toolkit.store.transaction import Transaction
 from toolkit.summary import (SummaryOptions, benchmark_means, macro_mean, ordered_cases, resolve_order,
                              run_facts)
 from toolkit.tables import SCORE_TABLES, to_arrow
 
-LEVELS = tuple(SCORE_TABLES)  # pass_scores, case_scores, benchmark_scores, run_summary
+LEVELS = tuple(SCORE_TABLES)  # pass_scores, sample_scores, case_scores, benchmark_scores, run_summary
 
 
 def _typed(table: str, frame: pl.DataFrame) -> pl.DataFrame:
@@ -40,9 +41,12 @@ def score_tables(data: RunData, options: SummaryOptions = SummaryOptions(),
     out: dict[str, pl.DataFrame] = {}
     if "pass_scores" in levels:
         passes = scored_passes(data, latest_valid_decisions(data.judgments, data.decisions))
-        out["pass_scores"] = _typed("pass_scores", passes.sort("run_id", "case_id", "judge_model", "judge_pass"))
+        out["pass_scores"] = _typed("pass_scores", passes.sort("run_id", "case_id", "sample", "judge_model",
+                                                               "judge_pass"))
+    if "sample_scores" in levels:
+        out["sample_scores"] = _typed("sample_scores", per_sample(data, options.selection))
     if not {"case_scores", "benchmark_scores", "run_summary"} & set(levels):
-        return out
+        return {t: f for t, f in out.items() if t in levels}
     cases = per_case(data, options.selection)
     out["case_scores"] = _typed("case_scores", cases.sort("run_id", "position"))
     facts = run_facts(data, options.selection)
@@ -98,14 +102,19 @@ def computed(store: Store, options: SummaryOptions = SummaryOptions()) -> dict[s
     selection other than the stored one) the case, benchmark and run levels of every run. A run that cannot
     be scored (its dataset not stored, decisions outside the rubric) has no rows, as in the stored tables."""
     unscored = set(store.unscored())
-    run_ids = [r for r in store.run_ids() if r in unscored or not options.is_stored]
+    # Runs whose scores were stored before sample_scores existed: those rows alone are computed.
+    no_samples = set(store.unscored(table="sample_scores")) - unscored
+    run_ids = [r for r in store.run_ids() if r in unscored or r in no_samples or not options.is_stored]
     out: dict[str, list[pl.DataFrame]] = {t: [] for t in LEVELS}
 
     def add(ids: list[str]) -> None:
         frames = score_tables(read_runs(store, ids, texts=False), options)
         for table, frame in frames.items():
-            out[table].append(frame.filter(pl.col("run_id").is_in(list(unscored))) if table == "pass_scores"
-                              else frame)
+            if table == "pass_scores":
+                frame = frame.filter(pl.col("run_id").is_in(list(unscored)))
+            elif options.is_stored and table != "sample_scores":
+                frame = frame.filter(~pl.col("run_id").is_in(list(no_samples)))
+            out[table].append(frame)
 
     if run_ids:
         try:

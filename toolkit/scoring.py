@@ -13,7 +13,13 @@ import polars as pl
 
 from toolkit import protocol
 
-PASS_KEY = ["run_id", "case_id", "judge_model", "judge_pass"]
+PASS_KEY = ["run_id", "case_id", "sample", "judge_model", "judge_pass"]
+
+
+def with_sample(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with a ``sample`` column: rows that have none (files and frames made before samples
+    existed) are answers to a case asked once, sample 0."""
+    return frame if "sample" in frame.columns else frame.with_columns(sample=pl.lit(0, dtype=pl.Int32))
 
 
 def round_series(values: pl.Series, ndigits: int) -> pl.Series:
@@ -50,7 +56,7 @@ def _whole_numbers(points: pl.Series) -> bool:
 
 
 def pass_scores(decisions: pl.DataFrame, rubric_items: pl.DataFrame, extra_key: tuple[str, ...] = ()) -> pl.DataFrame:
-    """One row per run x case x judge x pass: score and its components.
+    """One row per run x case x sample x judge x pass: score and its components.
 
     ``decisions`` has the ``decisions`` table's columns; ``rubric_items`` those of the
     ``rubric_items`` table (one dataset). Every decision set must cover its case's rubric
@@ -58,6 +64,7 @@ def pass_scores(decisions: pl.DataFrame, rubric_items: pl.DataFrame, extra_key: 
     adds key columns (e.g. ``judgment_attempt`` to score every valid reply, not only the latest).
     """
     key = [*PASS_KEY, *extra_key]
+    decisions = with_sample(decisions)
     items = rubric_items.select("case_id", "item_id", "item_index", "benchmark", "grading_method",
                                 "points", "severity_class", "weight")
     joined = decisions.select(*key, "item_id", "matched").join(items, on=["case_id", "item_id"], how="left")
@@ -152,16 +159,41 @@ def reference_components(row: dict) -> dict:
     }
 
 
+def sample_scores(passes: pl.DataFrame) -> pl.DataFrame:
+    """One row per run x case x sample: the mean score over the judge passes given (select them first)."""
+    return with_sample(passes).group_by("run_id", "case_id", "sample", maintain_order=True).agg(
+        pl.col("benchmark").first(),
+        pl.col("score").mean().alias("score"),
+        pl.len().cast(pl.Int32).alias("passes"),
+    )
+
+
 def case_scores(passes: pl.DataFrame) -> pl.DataFrame:
-    """One row per run x case: the mean score over the judge passes given (select them first)."""
-    return passes.group_by("run_id", "case_id", maintain_order=True).agg(
+    """One row per run x case: the mean over its samples of each sample's mean score over the judge passes
+    given (select them first). One sample: the mean over the passes, bit for bit. ``passes``, ``judges``
+    and ``pass_score_sd`` count every pass of the case, of all its samples."""
+    passes = with_sample(passes)
+    by_sample = passes.group_by("run_id", "case_id", "sample", maintain_order=True).agg(
         pl.col("benchmark").first(),
         pl.col("grading_method").first(),
         pl.col("score").mean().alias("score"),
-        pl.len().cast(pl.Int32).alias("passes"),
-        pl.col("judge_model").n_unique().cast(pl.Int32).alias("judges"),
-        pl.col("score").std().alias("pass_score_sd"),
         pl.col("precision").mean(),
         pl.col("recall").mean(),
         pl.col("severe_rate").mean(),
     )
+    means = by_sample.group_by("run_id", "case_id", maintain_order=True).agg(
+        pl.col("benchmark").first(),
+        pl.col("grading_method").first(),
+        pl.col("score").mean().alias("score"),
+        pl.col("precision").mean(),
+        pl.col("recall").mean(),
+        pl.col("severe_rate").mean(),
+    )
+    spread = passes.group_by("run_id", "case_id", maintain_order=True).agg(
+        pl.len().cast(pl.Int32).alias("passes"),
+        pl.col("judge_model").n_unique().cast(pl.Int32).alias("judges"),
+        pl.col("score").std().alias("pass_score_sd"),
+    )
+    return means.join(spread, on=["run_id", "case_id"], how="left", maintain_order="left").select(
+        "run_id", "case_id", "benchmark", "grading_method", "score", "passes", "judges", "pass_score_sd",
+        "precision", "recall", "severe_rate")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from toolkit.scoring import case_scores, pass_scores
+from toolkit.scoring import PASS_KEY, case_scores, pass_scores, sample_scores, with_sample
 from toolkit.store import Store, StoreError
 from toolkit.tables import TABLES
 
@@ -121,16 +121,16 @@ def _select_judgments(data: RunData, selection: JudgeSelection) -> tuple[pl.Data
 
 
 def latest_valid_decisions(judgments: pl.DataFrame, decisions: pl.DataFrame) -> pl.DataFrame:
-    """The decisions of each run x case x judge x pass's latest valid reply.
+    """The decisions of each run x case x sample x judge x pass's latest valid reply.
 
     The decisions table keeps the decisions of every valid reply (its key includes
     ``judgment_attempt``), but a pass is scored from its latest one (the reference's "last
     successful row wins"); anything that reads decisions per pass must go through this.
     """
-    winners = judgments.filter(pl.col("error").is_null()).group_by("run_id", "case_id", "judge_model", "judge_pass").agg(
+    judgments, decisions = with_sample(judgments), with_sample(decisions)
+    winners = judgments.filter(pl.col("error").is_null()).group_by(PASS_KEY).agg(
         pl.col("attempt").max().alias("judgment_attempt"))
-    return decisions.join(winners, on=["run_id", "case_id", "judge_model", "judge_pass", "judgment_attempt"],
-                          how="semi")
+    return decisions.join(winners, on=[*PASS_KEY, "judgment_attempt"], how="semi")
 
 
 def scored_passes(data: RunData, decisions: pl.DataFrame) -> pl.DataFrame:
@@ -144,19 +144,54 @@ def scored_passes(data: RunData, decisions: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(frames) if frames else pass_scores(decisions, data.rubric_items)
 
 
+_PASSES: "weakref.WeakKeyDictionary[RunData, dict[JudgeSelection, pl.DataFrame]]" = weakref.WeakKeyDictionary()
+
+
+def selected_passes(data: RunData, selection: JudgeSelection) -> pl.DataFrame:
+    """``pass_scores`` of the selected judge and passes' latest valid replies (computed once per data and
+    selection: case, sample and pass-level frames all start from it)."""
+    known = _PASSES.setdefault(data, {})
+    if selection not in known:
+        known[selection] = scored_passes(data, select_judgments(data, selection)[1])
+    return known[selection]
+
+
+def pass_level_scores(data: RunData, selection: JudgeSelection = JudgeSelection()) -> pl.DataFrame:
+    """One row per run x case x sample x pass of the selected judge (each run's primary judge by default):
+    run_id, benchmark, case_id, sample, judge_pass, score: the frame variance estimates start from."""
+    return selected_passes(data, selection).select(
+        "run_id", "benchmark", "case_id", "sample", "judge_pass", "score").sort(
+        "run_id", "case_id", "sample", "judge_pass")
+
+
+def per_sample(data: RunData, selection: JudgeSelection = JudgeSelection()) -> pl.DataFrame:
+    """One row per run x completed case x sample: run_id, case_id, sample, benchmark, score (the mean over
+    the sample's scored passes) and passes, cases in dataset order."""
+    scores = sample_scores(selected_passes(data, selection))
+    position = data.runs.select("run_id", "dataset_sha256").join(
+        data.cases.select("dataset_sha256", "case_id", "position"), on="dataset_sha256")
+    return (scores.join(position.drop("dataset_sha256"), on=["run_id", "case_id"], how="inner")
+            .sort("run_id", "position", "sample").select("run_id", "case_id", "sample", "benchmark", "score", "passes"))
+
+
 def per_case(data: RunData, selection: JudgeSelection = JudgeSelection()) -> pl.DataFrame:
-    """One row per run x completed case: score (mean over passes), dataset position, completion
-    order (first successful judgment's seq) and the score the source file reported, if any. Under the
-    default selection, the rows the runs' commits stored (this function's own result, computed then)."""
+    """One row per run x completed case: score (the mean over its samples of their means over passes), dataset
+    position, completion order (first successful judgment's seq) and the score the source file reported, if
+    any. Under the default selection, the rows the runs' commits stored (this function's own result, computed
+    then)."""
     if data.stored_cases is not None and selection.is_stored:
         return data.stored_cases
-    judgments, decisions = select_judgments(data, selection)
-    passes = scored_passes(data, decisions)
-    scores = case_scores(passes)
+    judgments, _ = select_judgments(data, selection)
+    scores = case_scores(selected_passes(data, selection))
     ok = judgments.filter(pl.col("error").is_null())
     first = ok.group_by("run_id", "case_id").agg(pl.col("seq").min().alias("first_success_seq"))
-    # The reference keeps the score written on the LAST successful row of a case.
-    reported = ok.sort("seq").group_by("run_id", "case_id").agg(pl.col("reported_score").last())
+    # The reference keeps the score written on the LAST successful row of a case: per sample (one source
+    # file each), then their mean, like the recomputed score (null when a sample's file wrote none).
+    reported = (with_sample(ok).sort("seq").group_by("run_id", "case_id", "sample", maintain_order=True)
+                .agg(pl.col("reported_score").last())
+                .group_by("run_id", "case_id", maintain_order=True)
+                .agg(pl.when(pl.col("reported_score").null_count() == 0).then(pl.col("reported_score").mean())
+                     .alias("reported_score")))
     position = data.runs.select("run_id", "dataset_sha256").join(
         data.cases.select("dataset_sha256", "case_id", "position"), on="dataset_sha256")
     return (

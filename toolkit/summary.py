@@ -19,6 +19,7 @@ from typing import Any, Literal
 import polars as pl
 
 from toolkit.bootstrap import BootstrapSettings, reference_intervals
+from toolkit.scoring import with_sample
 from toolkit.selection import JudgeSelection, RunData, per_case, read_runs, select_judgments
 from toolkit.store import Store
 
@@ -152,26 +153,30 @@ def run_facts(data: RunData, selection: JudgeSelection) -> dict[str, dict]:
     judgments, _ = select_judgments(data, selection)
     in_dataset = data.runs.select("run_id", "dataset_sha256").join(
         data.cases.select("dataset_sha256", "case_id"), on="dataset_sha256").drop("dataset_sha256")
-    answers = data.answers.join(in_dataset, on=["run_id", "case_id"])
-    judgments = judgments.join(in_dataset, on=["run_id", "case_id"])
-    # Like the reference, only each case's winning (last successful) row speaks for models and temperatures.
+    answers = with_sample(data.answers).join(in_dataset, on=["run_id", "case_id"])
+    judgments = with_sample(judgments).join(in_dataset, on=["run_id", "case_id"])
+    # Like the reference, only each answer's winning (last successful) row speaks for models and temperatures.
     winners = judgments.filter(pl.col("error").is_null()).sort("seq").group_by(
-        "run_id", "case_id", "judge_model", "judge_pass").last()
+        "run_id", "case_id", "sample", "judge_model", "judge_pass").last()
     ok = winners.join(
-        answers.select("run_id", "case_id", pl.col("attempt").alias("answer_attempt"), "answer_model",
-                       "answer_temperature"), on=["run_id", "case_id", "answer_attempt"], how="left")
+        answers.select("run_id", "case_id", "sample", pl.col("attempt").alias("answer_attempt"), "answer_model",
+                       "answer_temperature"), on=["run_id", "case_id", "sample", "answer_attempt"], how="left")
     pairs = ok.group_by("run_id").agg(
         pl.struct("answer_model", "judge_model").unique().alias("models"),
         pl.struct("answer_temperature", "judge_temperature").unique().alias("temps"),
         pl.col("judge_pass").n_unique().alias("passes"),
     )
-    # Latest event per case: answers and judgments share seq on imported rows; the judgment is later.
+    # Latest event per answer: answers and judgments share seq on imported rows; the judgment is later. A case
+    # is an error when the latest event of one of its samples is.
     events = pl.concat([
-        answers.select("run_id", "case_id", "seq", pl.lit(0).alias("stage"), "error", "started_at", "finished_at"),
-        judgments.select("run_id", "case_id", "seq", pl.lit(1).alias("stage"), "error", "started_at", "finished_at"),
+        answers.select("run_id", "case_id", "sample", "seq", pl.lit(0).alias("stage"), "error", "started_at",
+                       "finished_at"),
+        judgments.select("run_id", "case_id", "sample", "seq", pl.lit(1).alias("stage"), "error", "started_at",
+                         "finished_at"),
     ])
-    latest = events.sort("seq", "stage").group_by("run_id", "case_id").agg(pl.col("error").last())
-    errors = latest.group_by("run_id").agg(pl.col("error").is_not_null().sum().alias("errors"))
+    latest = events.sort("seq", "stage").group_by("run_id", "case_id", "sample").agg(pl.col("error").last())
+    failed = latest.group_by("run_id", "case_id").agg(pl.col("error").is_not_null().any())
+    errors = failed.group_by("run_id").agg(pl.col("error").sum().alias("errors"))
     span = events.group_by("run_id").agg(
         pl.col("started_at").filter(pl.col("started_at") != "").min(),
         pl.col("finished_at").filter(pl.col("finished_at") != "").max(),

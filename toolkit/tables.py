@@ -55,6 +55,7 @@ RUN_ID = _c("run_id", UTF8, "Run identifier (any text; stored under a path-safe 
 CASE_ID = _c("case_id", UTF8, "Case identifier from the dataset.", False)
 JUDGE_MODEL = _c("judge_model", UTF8, "Judge model identifier as sent to the endpoint.", False)
 JUDGE_PASS = _c("judge_pass", I32, "Independent judge pass, 1-based.", False)
+SAMPLE = _c("sample", I32, "0-based answer sample of the case: 0 for a run asked once and for every run stored before samples existed.", False)
 SEQ = _c("seq", I64, "Completion order within the run (reference files: line number); resumes continue it.", False)
 STARTED = _c("started_at", UTF8, "ISO-8601 UTC start time, as recorded (text, so imported values round-trip).")
 FINISHED = _c("finished_at", UTF8, "ISO-8601 UTC finish time, as recorded.")
@@ -121,11 +122,11 @@ RUNS = Table(
 )
 
 ANSWERS = Table(
-    "answers", "answer call attempt", ("run_id", "case_id", "attempt"), "run_id",
+    "answers", "answer call attempt", ("run_id", "case_id", "sample", "attempt"), "run_id",
     "Answers and failed answer attempts, with call metadata.",
     (
-        RUN_ID, CASE_ID,
-        _c("attempt", I32, "1-based attempt number for the case.", False),
+        RUN_ID, CASE_ID, SAMPLE,
+        _c("attempt", I32, "1-based attempt number for the case's sample.", False),
         SEQ,
         _c("answer_model", UTF8, "Answer model identifier as sent."),
         _c("answer", UTF8, "Raw answer text (null when the attempt failed)."),
@@ -136,11 +137,11 @@ ANSWERS = Table(
 )
 
 JUDGMENTS = Table(
-    "judgments", "judge call", ("run_id", "case_id", "judge_model", "judge_pass", "attempt"), "run_id",
+    "judgments", "judge call", ("run_id", "case_id", "sample", "judge_model", "judge_pass", "attempt"), "run_id",
     "Every judge call with its raw reply; error is null when the reply passed validation.",
     (
-        RUN_ID, CASE_ID, JUDGE_MODEL, JUDGE_PASS,
-        _c("attempt", I32, "1-based call number for this case, judge and pass (re-asks count).", False),
+        RUN_ID, CASE_ID, SAMPLE, JUDGE_MODEL, JUDGE_PASS,
+        _c("attempt", I32, "1-based call number for this case, sample, judge and pass (re-asks count).", False),
         _c("answer_attempt", I32, "The answers.attempt that was judged."),
         SEQ,
         _c("judge_temperature", F64, "Temperature sent; null when the provider default was used."),
@@ -155,12 +156,12 @@ JUDGMENTS = Table(
 )
 
 DECISIONS = Table(
-    "decisions", "run x case x judge x pass x valid reply x item",
-    ("run_id", "case_id", "judge_model", "judge_pass", "judgment_attempt", "item_id"), "run_id",
+    "decisions", "run x case x sample x judge x pass x valid reply x item",
+    ("run_id", "case_id", "sample", "judge_model", "judge_pass", "judgment_attempt", "item_id"), "run_id",
     "The decisions of every valid judge reply on each rubric item. A pass is scored from its latest valid "
     "reply (imported files can hold several successful rows for a case: the last one wins, as in the reference).",
     (
-        RUN_ID, CASE_ID, JUDGE_MODEL, JUDGE_PASS,
+        RUN_ID, CASE_ID, SAMPLE, JUDGE_MODEL, JUDGE_PASS,
         _c("item_id", UTF8, "Rubric item.", False),
         _c("matched", BOOL, "True when the judge found the answer states or endorses the item.", False),
         _c("judgment_attempt", I32, "The judgments.attempt whose reply these decisions come from.", False),
@@ -177,16 +178,17 @@ DATASET_TABLES = ("cases", "rubric_items")
 _RUN, _CASE, _BENCH = _c("run_id", UTF8, "Run.", False), _c("case_id", UTF8, "Case.", False), \
     _c("benchmark", UTF8, "Benchmark of the case.")
 _METHOD = _c("grading_method", UTF8, "Grading method of the case.")
+_SAMPLE = _c("sample", I32, "0-based answer sample of the case (0 for a run asked once).", False)
 
 PASS_SCORES = Table(
-    "pass_scores", "run x case x judge x pass (every judge and pass a run holds)", (
-        "run_id", "case_id", "judge_model", "judge_pass"), "run_id",
+    "pass_scores", "run x case x sample x judge x pass (every judge and pass a run holds)", (
+        "run_id", "case_id", "sample", "judge_model", "judge_pass"), "run_id",
     "Each judge pass scored from its latest valid reply against the run's dataset rubric, by "
     "`toolkit.scoring.pass_scores` (points rubric: matched signed points / available positive points, clamped "
     "to [0, 1]; F1-weighted rubric: severity-weighted precision, recall and F1, each rounded like Python's "
     "`round(x, 4)`).",
     (
-        _RUN, _CASE, _c("judge_model", UTF8, "Judge model of the pass.", False),
+        _RUN, _CASE, _SAMPLE, _c("judge_model", UTF8, "Judge model of the pass.", False),
         _c("judge_pass", I32, "Pass number, 1-based.", False), _BENCH, _METHOD,
         _c("score", F64, "The pass's score in [0, 1]: clamped raw score (points) or rounded F1 (F1-weighted)."),
         _c("n_decided", I32, "Rubric items the reply decided."), _c("n_matched", I32, "Items judged present."),
@@ -206,18 +208,31 @@ PASS_SCORES = Table(
     ),
 )
 
+SAMPLE_SCORES = Table(
+    "sample_scores", "run x completed case x sample", ("run_id", "case_id", "sample"), "run_id",
+    "One answer of a run's case: the mean over the scored judge's passes of that sample (each run's primary "
+    "judge, all passes), as `toolkit.selection.per_sample` computes it. A case's score is the mean of its "
+    "samples' scores; a run asked once has one sample per case, sample 0.",
+    (
+        _RUN, _CASE, _SAMPLE, _c("benchmark", UTF8, "Benchmark."),
+        _c("score", F64, "Mean of the sample's passes' scores."),
+        _c("passes", I32, "Passes averaged."),
+    ),
+)
+
 CASE_SCORES = Table(
     "case_scores", "run x completed case", ("run_id", "case_id"), "run_id",
-    "A run's case: the mean over the scored judge's passes (each run's primary judge, all passes), as "
-    "`toolkit.selection.per_case` computes it.",
+    "A run's case: the mean over its samples (`sample_scores`) of the mean over the scored judge's passes "
+    "(each run's primary judge, all passes), as `toolkit.selection.per_case` computes it.",
     (
         _RUN, _CASE, _c("benchmark", UTF8, "Benchmark."), _c("grading_method", UTF8, "Grading method."),
-        _c("score", F64, "Mean of the passes' scores: the case's score in every summary."),
-        _c("passes", I32, "Passes averaged."), _c("judges", I32, "Distinct judges among them."),
-        _c("pass_score_sd", F64, "Sample sd of the passes' scores (null for one pass)."),
-        _c("precision", F64, "Mean precision of the passes (F1-weighted; else null)."),
-        _c("recall", F64, "Mean recall of the passes (F1-weighted; else null)."),
-        _c("severe_rate", F64, "Mean severe_rate of the passes (F1-weighted; else null)."),
+        _c("score", F64, "Mean of the samples' mean pass scores (one sample: of the passes' scores): the "
+                         "case's score in every summary."),
+        _c("passes", I32, "Passes averaged, over all samples."), _c("judges", I32, "Distinct judges among them."),
+        _c("pass_score_sd", F64, "Sample sd of the passes' scores, over all samples (null for one pass)."),
+        _c("precision", F64, "Mean precision of the passes, by sample as the score (F1-weighted; else null)."),
+        _c("recall", F64, "Mean recall of the passes, by sample as the score (F1-weighted; else null)."),
+        _c("severe_rate", F64, "Mean severe_rate of the passes, by sample as the score (F1-weighted; else null)."),
         _c("position", I32, "0-based position of the case in its dataset."),
         _c("first_success_seq", I64, "seq of the case's first valid judgment: its place in completion order."),
         _c("reported_score", F64, "Imported runs: the score the source file wrote on the case's last valid row."),
@@ -251,8 +266,13 @@ RUN_SUMMARY = Table(
     ),
 )
 
-SCORE_TABLES: dict[str, Table] = {t.name: t for t in (PASS_SCORES, CASE_SCORES, BENCHMARK_SCORES, RUN_SUMMARY)}
+# run_summary stays last: a run's scores write is the one that committed its rows (``store.live.scores_write``).
+SCORE_TABLES: dict[str, Table] = {t.name: t for t in (PASS_SCORES, SAMPLE_SCORES, CASE_SCORES, BENCHMARK_SCORES,
+                                                      RUN_SUMMARY)}
 STORED: dict[str, Table] = {**TABLES, **SCORE_TABLES}  # every table the store keeps
+# Columns added after stores were first written, with the value every older row holds: files that lack them
+# read as if they had them, and a table gains them on its next write; no migration step.
+FILLED: dict[str, int] = {SAMPLE.name: 0}
 
 
 def empty(table: str) -> pa.Table:
@@ -261,7 +281,16 @@ def empty(table: str) -> pa.Table:
 
 def to_arrow(table: str, rows: list[dict] | dict[str, list]) -> pa.Table:
     """Rows (list of dicts or dict of columns) as an Arrow table of exactly the table's schema."""
+    """Rows (list of dicts or dict of columns) as an Arrow table of exactly the table's schema; a ``FILLED``
+    column the rows leave out (or null) holds its old value (``sample``: 0, an answer asked once)."""
     schema = STORED[table].schema
     if isinstance(rows, dict):
-        return pa.Table.from_pydict({n: rows.get(n, [None] * len(next(iter(rows.values()), []))) for n in schema.names}, schema=schema)
+        n = len(next(iter(rows.values()), []))
+        columns = {c: rows.get(c, [None] * n) for c in schema.names}
+        for c in FILLED.keys() & set(columns):
+            columns[c] = [FILLED[c] if v is None else v for v in columns[c]]
+        return pa.Table.from_pydict(columns, schema=schema)
+    filled = FILLED.keys() & set(schema.names)
+    if filled and any(r.get(c) is None for r in rows for c in filled):
+        rows = [{**r, **{c: FILLED[c] for c in filled if r.get(c) is None}} for r in rows]
     return pa.Table.from_pylist(rows, schema=schema)

@@ -24,6 +24,7 @@ from toolkit.analysis.compare import compare_cases
 from toolkit.analysis.paired import ResampleSettings, small_sample_note
 from toolkit.analysis.reliability import (category_counts, cohen_kappa, fleiss_kappa, krippendorff_alpha_nominal,
                                           percent_agreement)
+from toolkit.scoring import with_sample
 from toolkit.selection import RunData, latest_valid_decisions, scored_passes
 
 RATER = pl.format("{}#{}", pl.col("judge_model"), pl.col("judge_pass")).alias("rater")
@@ -72,7 +73,9 @@ def judge_agreement(data: RunData, options: AgreementOptions = AgreementOptions(
                          f"(runs: {', '.join(skipped)})")
     summaries, pairs, scores, flips, notes = [], [], [], [], []
     smallest: list[int] = []
-    passes = scored_passes(data, decisions.filter(pl.col("run_id").is_in(run_ids))).with_columns(RATER)
+    # A rater's case score: its passes' mean over the case's samples (one sample: its pass score).
+    passes = scored_passes(data, decisions.filter(pl.col("run_id").is_in(run_ids))).with_columns(RATER).group_by(
+        "run_id", "rater", "benchmark", "case_id", maintain_order=True).agg(pl.col("score").mean())
     for run_id in run_ids:
         mine = decisions.filter(pl.col("run_id") == run_id).with_columns(RATER)
         summary, pair_frame = _item_agreement(mine)
@@ -105,9 +108,11 @@ def judge_agreement(data: RunData, options: AgreementOptions = AgreementOptions(
 
 def _ratings(decisions: pl.DataFrame) -> tuple[list[str], np.ndarray]:
     """Rater labels and the (items x raters) 0/1 matrix with NaN where a rater has no decision."""
-    wide = decisions.select("case_id", "item_id", "rater", pl.col("matched").cast(pl.Float64)).pivot(
-        on="rater", index=["case_id", "item_id"], values="matched", aggregate_function="first")
-    labels = sorted(c for c in wide.columns if c not in ("case_id", "item_id"))
+    # One unit per answer's item: each sample of a case is rated on its own.
+    wide = with_sample(decisions).select("case_id", "sample", "item_id", "rater", pl.col("matched").cast(pl.Float64)
+                                         ).pivot(on="rater", index=["case_id", "sample", "item_id"], values="matched",
+                                                 aggregate_function="first")
+    labels = sorted(c for c in wide.columns if c not in ("case_id", "sample", "item_id"))
     return labels, wide.select(labels).fill_null(np.nan).to_numpy().astype(np.float64)
 
 
@@ -136,7 +141,8 @@ def _item_agreement(decisions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame
 
 def _flips(passes: pl.DataFrame, decisions: pl.DataFrame) -> pl.DataFrame:
     """Per case: raters, score min/max/range/sd across raters, and items the raters did not all agree on."""
-    disagree = decisions.group_by("case_id", "item_id").agg(pl.col("matched").n_unique().alias("_values")).group_by(
+    disagree = with_sample(decisions).group_by("case_id", "sample", "item_id").agg(
+        pl.col("matched").n_unique().alias("_values")).group_by(
         "case_id").agg((pl.col("_values") > 1).sum().cast(pl.Int64).alias("items_disagreeing"))
     return passes.group_by("case_id", "benchmark").agg(
         pl.len().cast(pl.Int64).alias("raters"), pl.col("score").min().alias("score_min"),

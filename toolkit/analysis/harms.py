@@ -62,10 +62,17 @@ def harm_cases(data: RunData, selection: JudgeSelection = JudgeSelection()) -> p
         any_omission=(pl.col("severe_omissions") > 0).cast(pl.Float64),
         any_commission=(pl.col("severe_commissions") > 0).cast(pl.Float64),
     )
-    cases = per_pass.group_by("run_id", "case_id", "benchmark").agg(
+    # Each answer (case x sample) its pass means, then their mean over the case's samples.
+    answers = per_pass.group_by("run_id", "case_id", "sample", "benchmark").agg(
         pl.col("precision").mean(), pl.col("precision").is_not_null().any().alias("precision_defined"),
         pl.col("recall").mean(), pl.col("score").mean().alias("f1"), pl.col("severe_rate").mean(),
         pl.col("severe_omissions").cast(pl.Float64).mean(), pl.col("severe_commissions").cast(pl.Float64).mean(),
+        pl.col("any_omission").mean(), pl.col("any_commission").mean(),
+        pl.col("omission_weight").mean(), pl.col("commission_weight").mean(),
+    )
+    cases = answers.group_by("run_id", "case_id", "benchmark").agg(
+        pl.col("precision").mean(), pl.col("precision_defined").any(), pl.col("recall").mean(), pl.col("f1").mean(),
+        pl.col("severe_rate").mean(), pl.col("severe_omissions").mean(), pl.col("severe_commissions").mean(),
         pl.col("any_omission").mean(), pl.col("any_commission").mean(),
         pl.col("omission_weight").mean(), pl.col("commission_weight").mean(),
     )

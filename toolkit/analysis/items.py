@@ -30,6 +30,7 @@ import polars as pl
 from toolkit.analysis.paired import ResampleSettings
 from toolkit.analysis.ratios import case_ratios
 from toolkit.protocol import CI_HIGH
+from toolkit.scoring import with_sample
 from toolkit.selection import JudgeSelection, RunData, per_case, select_judgments
 
 ALL_RUNS = "(all runs)"
@@ -63,8 +64,10 @@ def item_rates(data: RunData, selection: JudgeSelection = JudgeSelection()) -> p
     """One row per run x rubric item of a completed case: matched share and pass count, with the item's
     benchmark, grading method, points, severity class and text."""
     _, decisions = select_judgments(data, selection)
-    per_item = decisions.group_by("run_id", "case_id", "item_id").agg(
-        pl.col("matched").cast(pl.Float64).mean().alias("matched"), pl.len().cast(pl.Int64).alias("passes"))
+    # Each answer (case x sample) its pass mean, then their mean: an item's share weighs answers alike.
+    per_item = with_sample(decisions).group_by("run_id", "case_id", "item_id", "sample").agg(
+        pl.col("matched").cast(pl.Float64).mean().alias("matched"), pl.len().cast(pl.Int64).alias("passes")
+    ).group_by("run_id", "case_id", "item_id").agg(pl.col("matched").mean(), pl.col("passes").sum())
     items = data.runs.select("run_id", "dataset_sha256").join(
         data.rubric_items.select("dataset_sha256", *ITEM_COLUMNS), on="dataset_sha256")
     return per_item.join(items, on=["run_id", "case_id", "item_id"]).drop("dataset_sha256")

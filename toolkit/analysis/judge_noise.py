@@ -61,8 +61,9 @@ def rater_scores(data: RunData, judge: str | None = None, passes: tuple[int, ...
         decisions = decisions.filter(pl.col("judge_model") == judge)
     if passes is not None:
         decisions = decisions.filter(pl.col("judge_pass").is_in(list(passes)))
-    return scored_passes(data, decisions).with_columns(RATER).select("run_id", "rater", "benchmark", "case_id",
-                                                                     "score")
+    # A rater's case score: its passes' mean over the case's samples (one sample: its pass score).
+    return scored_passes(data, decisions).with_columns(RATER).group_by(
+        "run_id", "rater", "benchmark", "case_id", maintain_order=True).agg(pl.col("score").mean())
 
 
 def within_variance(scores: pl.DataFrame) -> pl.DataFrame:

@@ -21,9 +21,11 @@ from toolkit.summary import SummaryOptions, summarize
 @click.argument("files", nargs=-1, required=True, type=click.Path())
 @click.option("--run-id", default=None, help="Run id (default: the file name without .jsonl).")
 @click.option("--replace", is_flag=True, help="Replace an existing run with this id.")
+@click.option("--as-samples", is_flag=True,
+              help="The files are answer samples of ONE run (--run-id): file i is sample i, in the order given.")
 @store_option
 @dataset_option
-def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, store_dir: str | None,
+def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, as_samples: bool, store_dir: str | None,
                dataset_path: str | None) -> None:
     """Import reference-runner result files (JSONL) as runs, one store commit per file.
 
@@ -31,7 +33,17 @@ def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, store_
     from pathlib import Path
 
     from toolkit.dataset import load_dataset  # (import and export only: summary and sql never load jsonschema)
-    from toolkit.reference import ImportFailure, import_many, import_reference, result_files
+    from toolkit.reference import ImportFailure, import_many, import_reference, import_samples, result_files
+
+    if as_samples:
+        if run_id is None:
+            raise CommandError(["--as-samples: name the run the files become with --run-id"])
+        paths = result_files(list(files))
+        if len(paths) < 2:
+            raise CommandError([f"--as-samples: needs two or more result files (got {len(paths)})"])
+        store = open_store(store_dir)
+        _print_report(import_samples(store, paths, load_dataset(dataset_path), run_id, replace), paths[0])
+        return
 
     single = len(files) == 1 and not Path(files[0]).is_dir() and (
         Path(files[0]).exists() or not any(c in files[0] for c in "*?["))
@@ -60,7 +72,7 @@ def _print_report(report, file) -> None:
                f"{report.error_rows} error rows" + (f", {report.skipped_rows} rows of cases outside the dataset skipped"
                                                     if report.skipped_rows else ""))
     for d in report.disagreements:
-        say(f"warning: {file}:{d.line}: case {d.case_id}: file score {d.file_score!r} "
+        say(f"warning: {d.file or file}:{d.line}: case {d.case_id}: file score {d.file_score!r} "
                    f"but the rubric gives {d.recomputed!r}", err=True)
 
 
@@ -69,11 +81,13 @@ def _print_report(report, file) -> None:
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output .jsonl path.")
 @store_option
 def export_cmd(run_id: str, out: str, store_dir: str | None) -> None:
-    """Write a run as reference-format JSONL plus <out>.summary.json."""
-    from toolkit.reference import export_reference
+    """Write a run as reference-format JSONL plus <out>.summary.json.
 
-    rows, summary = export_reference(open_store(store_dir), run_id, out)
-    click.echo(f"wrote {rows} and {summary}")
+    A run with several answer samples: one such pair per sample, <out>.sample<i>.jsonl (i from 0)."""
+    from toolkit.reference import export_samples
+
+    for rows, summary in export_samples(open_store(store_dir), run_id, out):
+        click.echo(f"wrote {rows} and {summary}")
 
 
 INTERVALS_NOTE = ("note: ci95 is the reference runner's percentile bootstrap interval over cases (bit-exact; "

@@ -28,7 +28,7 @@ from toolkit.score_tables import store_scores
 from toolkit.sql import follow_commits
 from toolkit.store import Store, StoreError
 from toolkit.store.runs_ops import compact_run
-from toolkit.tables import RUN_TABLES, TABLES, to_arrow
+from toolkit.tables import FILLED, RUN_TABLES, TABLES, to_arrow
 
 follow_commits()  # registered `bedside db` files follow this process's commits
 store_scores()  # each commit stores its run's score tables with its rows
@@ -59,7 +59,8 @@ def _checker(kind: pa.DataType) -> Callable[[Any], bool]:
 
 
 # Per run table: (column, accepts a value, nullable), from the schema in toolkit.tables.
-_CHECKS = {t: [(f.name, _checker(f.type), f.nullable) for f in TABLES[t].schema] for t in RUN_TABLES}
+_CHECKS = {t: [(f.name, _checker(f.type), f.nullable or f.name in FILLED) for f in TABLES[t].schema]
+           for t in RUN_TABLES}  # a FILLED column left out is stored at its old value
 
 
 def row_problem(table: str, row: Any) -> str | None:

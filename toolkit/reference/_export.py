@@ -10,7 +10,7 @@ import polars as pl
 
 from toolkit import protocol
 from toolkit.scoring import pass_scores, reference_components
-from toolkit.selection import JudgeSelection, read_runs, select_judgments
+from toolkit.selection import JudgeSelection, RunData, read_runs, select_judgments
 from toolkit.store import Store
 from toolkit.summary import SummaryOptions, json_number, summarize_data
 
@@ -31,18 +31,37 @@ def _score_fields(score: dict, judgment: dict) -> dict[str, Any]:
     return {"score": score["score"], "score_components": components}
 
 
+def summary_path(out: Path) -> Path:
+    """``<out>.summary.json`` beside an export (``.jsonl`` replaced)."""
+    return out.with_name(out.name[: -len(".jsonl")] + ".summary.json" if out.name.endswith(".jsonl")
+                         else out.name + ".summary.json")
+
+
 def export_reference(store: Store, run_id: str, out: str | Path,
-                     selection: JudgeSelection = JudgeSelection(passes=(1,))) -> tuple[Path, Path]:
+                     selection: JudgeSelection = JudgeSelection(passes=(1,)),
+                     data: RunData | None = None) -> tuple[Path, Path]:
     """Write a run as reference-format rows, in completion order: a success row for every valid judge
     reply of the selected judge pass, an error row for every attempt that failed; plus
-    ``<out>.summary.json``. The reference runner reading the file gets the summary we print."""
+    ``<out>.summary.json``. The reference runner reading the file gets the summary we print. ``data``: the
+    run's rows, when already read."""
     out = Path(out)
+    data = read_runs(store, [run_id]) if data is None else data
+    rows, summary = export_text(data, run_id, out, selection)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(rows, encoding="utf-8")
+    tmp.replace(out)
+    summary_path(out).write_text(summary, encoding="utf-8")
+    return out, summary_path(out)
+
+
+def export_text(data: RunData, run_id: str, out: Path, selection: JudgeSelection) -> tuple[str, str]:
+    """The reference file's text and its summary's, of one answer sample's rows (``data``)."""
     # The file is written beside its name and renamed over it: a device (/dev/null) or a pipe would be
     # replaced by a plain file, a folder cannot be.
     if out.exists() and not out.is_file():
         raise ValueError(f"{out}: --out: exists and is not a regular file (a folder, device or pipe); give a file "
                          "path")
-    data = read_runs(store, [run_id])
     judgments, _ = select_judgments(data, selection)
     run = data.runs.row(0, named=True)
     sha = run["dataset_sha256"]
@@ -92,12 +111,6 @@ def export_reference(store: Store, run_id: str, out: str | Path,
                 "finished_at": finished, "error": error[: protocol.ERROR_TEXT_LIMIT],
             }))
     lines.sort(key=lambda t: (t[0], t[1]))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for _, _, r in lines), encoding="utf-8")
-    tmp.replace(out)
     summary = summarize_data(data, [run_id], SummaryOptions(order="reference", selection=selection))[run_id]
-    summary_path = out.with_name(out.name[: -len(".jsonl")] + ".summary.json" if out.name.endswith(".jsonl")
-                                 else out.name + ".summary.json")
-    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    return out, summary_path
+    return ("".join(json.dumps(r, ensure_ascii=False) + "\n" for _, _, r in lines),
+            json.dumps(summary, indent=2) + "\n")

@@ -39,6 +39,7 @@ class Disagreement:
     case_id: str
     file_score: float
     recomputed: float
+    file: Path | None = None  # the file of the line, when a run came from several
 
 
 @dataclass(frozen=True)

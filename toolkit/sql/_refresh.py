@@ -193,6 +193,8 @@ def rewrite(con: "duckdb.DuckDBPyConnection", store: Store, files: dict[str, lis
         options = None
     con.execute("BEGIN TRANSACTION")
     try:
+        if options is not None and _outdated(con):
+            _rebuild(con, files, options)
         for table, paths in files.items():
             if options is not None or table in TABLES:
                 con.execute(base_view(table, paths))
@@ -204,6 +206,33 @@ def rewrite(con: "duckdb.DuckDBPyConnection", store: Store, files: dict[str, lis
     except BaseException:
         con.execute("ROLLBACK")
         raise
+
+
+def _outdated(con: "duckdb.DuckDBPyConnection") -> bool:
+    """Whether a file's computed score tables are not of this version's columns (written before answer
+    samples: no ``sample_scores``, pass scores without ``sample``)."""
+    from toolkit.sql._views import INTERNAL, columns
+    from toolkit.tables import SCORE_TABLES
+
+    found: dict[str, list[str]] = {}
+    for table, column in con.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = ? "
+            "ORDER BY table_name, ordinal_position", [INTERNAL]).fetchall():
+        found.setdefault(table, []).append(column)
+    return any(found.get(f"computed_{t}") != columns(t) for t in SCORE_TABLES)
+
+
+def _rebuild(con: "duckdb.DuckDBPyConnection", files: dict[str, list[str]], options) -> None:
+    """Every view and computed table of a file written by an earlier version, as this version defines them
+    (the computed rows are filled again next; ``run_intervals`` stays)."""
+    from toolkit.sql._views import INTERNAL, statements
+    from toolkit.tables import SCORE_TABLES
+
+    for table in SCORE_TABLES:
+        con.execute(f'DROP VIEW IF EXISTS "{table}"')
+        con.execute(f"DROP TABLE IF EXISTS {INTERNAL}.computed_{table}")
+    for statement in statements(files, options):
+        con.execute(statement)
 
 
 def refresh(store: Store, version: int | None = None) -> None:

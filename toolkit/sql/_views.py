@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from toolkit.selection import JudgeSelection
 from toolkit.summary import SummaryOptions
-from toolkit.tables import SCORE_TABLES, STORED, TABLES
+from toolkit.tables import FILLED, SCORE_TABLES, STORED, TABLES
 
 # Storage columns the views leave out: ``runs.write_ids`` is the store's commit point, not data.
 HIDDEN = {"runs": ("write_ids",)}
@@ -79,9 +79,14 @@ def _name(table: str) -> str:
 def base_view(table: str, files: list[str]) -> str:
     """CREATE VIEW of a stored table over exactly these (absolute) Parquet files, with the schema's
     columns and types; no files: an empty view of the same columns."""
-    cols = ", ".join(f'CAST("{c}" AS {duck_type(table, c)}) AS "{c}"' for c in columns(table))
+    cols = ", ".join(f'COALESCE(CAST("{c}" AS {duck_type(table, c)}), {FILLED[c]}) AS "{c}"' if c in FILLED
+                     else f'CAST("{c}" AS {duck_type(table, c)}) AS "{c}"' for c in columns(table))
     if files:
         source = f"read_parquet([{', '.join(_literal(f) for f in files)}], union_by_name = true)"
+        filled = [c for c in columns(table) if c in FILLED]
+        if filled:  # files written before these columns existed hold their old value (an empty side names them)
+            names = ", ".join(f'CAST(NULL AS {duck_type(table, c)}) AS "{c}"' for c in filled)
+            source = f"(SELECT * FROM {source} UNION ALL BY NAME SELECT {names} WHERE false)"
         return f'CREATE OR REPLACE VIEW {_name(table)} AS SELECT {cols} FROM {source}'
     nulls = ", ".join(f'CAST(NULL AS {duck_type(table, c)}) AS "{c}"' for c in columns(table))
     return f'CREATE OR REPLACE VIEW {_name(table)} AS SELECT {nulls} WHERE false'
@@ -107,8 +112,10 @@ def derived_view(view: View, options: SummaryOptions = SummaryOptions()) -> str:
     cols = ", ".join(f'"{c}"' for c in columns(table))
     computed = f"SELECT {cols} FROM {INTERNAL}.computed_{table}"
     if table == "pass_scores" or options.is_stored:
+        # sample_scores: runs whose scores were stored before it existed have theirs computed
+        stored = _name("sample_scores" if table == "sample_scores" else "run_summary")
         computed = (f"SELECT {cols} FROM {_name(table)} UNION ALL {computed}"
-                    f" WHERE run_id NOT IN (SELECT run_id FROM {_name('run_summary')})")
+                    f" WHERE run_id NOT IN (SELECT run_id FROM {stored})")
     if table not in _CI:
         return f'CREATE OR REPLACE VIEW "{table}" AS {computed}'
     shown = ", ".join(f's."{n}"' if n not in ("ci_low", "ci_high") else f"i.{n}" for n, _, _ in view.columns)

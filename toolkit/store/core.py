@@ -198,11 +198,18 @@ class Store:
         found = [] if loaded is None else delta.files_of(loaded, path, {part}, {part: set(write_ids)})
         return delta.read_files([f for f, _, _ in found], table, columns or STORED[table].names)
 
-    def unscored(self, run_ids: list[str] | None = None) -> list[str]:
+    def unscored(self, run_ids: list[str] | None = None, table: str | None = None) -> list[str]:
         """Runs (all, or of ``run_ids``) with no scores stored (written before scores were, or by a process
-        that stores none): readers compute theirs."""
+        that stores none): readers compute theirs. ``table``: also those whose stored scores hold no rows of
+        that score table (stored before it existed, or none to hold)."""
         runs = self.read("runs", run_ids, columns=["run_id", "write_ids"])
-        return [r for r, w in zip(runs["run_id"], runs["write_ids"]) if writes.scores_write(writes.parse(w)) is None]
+        out = []
+        for run_id, text in zip(runs["run_id"], runs["write_ids"]):
+            live = writes.parse(text)
+            wid = writes.scores_write(live)
+            if wid is None or (table is not None and table not in (live[wid] or {})):
+                out.append(run_id)
+        return out
 
     @staticmethod
     def score_with(scorer: transaction.Scorer) -> None:

@@ -25,7 +25,7 @@ import pyarrow as pa
 from toolkit.store.disk import SLACK, is_no_space, no_space, quiet_panics, room
 from toolkit.store.sealed import seal_added
 from toolkit.store.paths import StoreError
-from toolkit.tables import DATASET_TABLES, SCORE_TABLES, STORED
+from toolkit.tables import DATASET_TABLES, FILLED, SCORE_TABLES, STORED
 
 DATA_TABLES = ("answers", "judgments", "decisions")
 SCORES = tuple(SCORE_TABLES)  # a run's scores: rows of its one scores write (``live.scores_write``)
@@ -132,6 +132,7 @@ def _write(path: Path, data: pa.Table, **options: Any) -> None:
         table.update_incremental()
     if table is None:
         table = DeltaTable(str(path))
+    _widen(table, data.schema)
     write_deltalake(table, data, **options)
     seal_added(path, table.version())  # the committed files: read-only on disk
     key = version_key(path, table.version())
@@ -139,6 +140,19 @@ def _write(path: Path, data: pa.Table, **options: Any) -> None:
         if len(_WRITERS) > 64:
             _WRITERS.clear()
         _WRITERS[str(path)] = (table, key)
+
+
+def _widen(table: Any, schema: pa.Schema) -> None:
+    """Add to a table written before them the ``FILLED`` columns ``schema`` has (one metadata commit; its
+    files stay as they are and read with the columns' old value)."""
+    from deltalake import Field
+    from deltalake.schema import PrimitiveType
+
+    have = {f.name for f in table.schema().fields}
+    new = [f for f in schema if f.name in FILLED and f.name not in have]
+    if new:
+        kinds = {pa.int32(): "integer", pa.int64(): "long", pa.string(): "string"}
+        table.alter.add_columns([Field(f.name, PrimitiveType(kinds[f.type]), nullable=True) for f in new])
 
 
 def delete(path: Path, predicate: str) -> None:
@@ -344,19 +358,38 @@ def read_files(files: list[Path], table: str, columns: list[str]) -> pl.DataFram
     what polars refused)."""
     types = polars_schema(table, columns)
     if files:
+        names = [str(f) for f in files]
         try:
-            frame = pl.read_parquet([str(f) for f in files], columns=columns, hive_partitioning=False,
-                                    glob=False, missing_columns="raise")
+            frame = pl.read_parquet(names, columns=columns, hive_partitioning=False, glob=False,
+                                    missing_columns="raise")
             return frame.cast(types)
         except Exception:  # noqa: BLE001 - polars' errors have no common base; the slow path explains
             pass
+        filled = [c for c in columns if c in FILLED]
+        if filled:  # files written before these columns existed
+            try:
+                rest = pl.read_parquet(names, columns=[c for c in columns if c not in FILLED],
+                                       hive_partitioning=False, glob=False, missing_columns="raise")
+                added = pl.read_parquet(names, columns=filled, schema=pl.Schema({c: types[c] for c in filled}),
+                                        hive_partitioning=False, glob=False, missing_columns="insert")
+                frame = pl.concat([rest, added], how="horizontal")
+                return frame.select(columns).with_columns(
+                    [pl.col(c).fill_null(FILLED[c]) for c in filled]).cast(types)
+            except Exception:  # noqa: BLE001 - as above
+                pass
     import pyarrow.parquet as pq
 
     schema = pa.schema([physical_schema(table).field(c) for c in columns])
     parts = []
     for f in files:
         try:
-            parts.append(pq.ParquetFile(f).read(columns=columns).cast(schema))
+            source = pq.ParquetFile(f)
+            have = set(source.schema_arrow.names)
+            part = source.read(columns=[c for c in columns if c in have or c not in FILLED])
+            for c in columns:
+                if c not in have and c in FILLED:
+                    part = part.append_column(c, pa.array([FILLED[c]] * part.num_rows, schema.field(c).type))
+            parts.append(part.select(columns).cast(schema))
         except (OSError, pa.ArrowException) as error:
             raise StoreError(f"{f}: damaged part file: {str(error).splitlines()[0][:200]}") from None
     return pl.from_arrow(pa.concat_tables(parts) if parts else empty(table, columns)).cast(types)

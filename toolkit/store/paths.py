@@ -89,10 +89,12 @@ def new_run_id(run_id: str, what: str = "run id") -> str:
 # -- the store's folder ----------------------------------------------------------------------------------
 
 MARKER = ".bedside-store"  # written when a store is created: what makes a folder a store
-FORMAT = 2  # 2: runs hold stored score tables, which an earlier bedside (format 1) would leave stale
+# 2: runs hold stored score tables, which an earlier bedside (format 1) would leave stale; 3: rows carry an
+# answer ``sample``, whose samples an earlier bedside would take for one answer's repeated rows.
+FORMAT = 3
 MARKER_TEXT = f"bedside-store {FORMAT}\n"
 _OWN = frozenset({"answers", "judgments", "decisions", "runs", "cases", "rubric_items", "pass_scores",
-                  "case_scores", "benchmark_scores", "run_summary", ".locks", "journal", ".databases.json", MARKER})
+                  "sample_scores", "case_scores", "benchmark_scores", "run_summary", ".locks", "journal", ".databases.json", MARKER})
 _CHECKED: set[str] = set()  # store folders this process found marked (a marker is never taken away)
 _OLDER: set[str] = set()  # marked stores of an earlier format: raised to FORMAT by their first write
 _UNMARKED: set[str] = set()  # stores of earlier versions (a runs table, no marker) this process read

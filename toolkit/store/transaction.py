@@ -37,7 +37,7 @@ from toolkit.store import commits, delta, live as writes
 from toolkit.store.delta import PART, RUN_DATA, SCORES, WRITE_ID
 from toolkit.store.disk import SLACK, NoSpace, room
 from toolkit.store.paths import StoreError, new_run_id, normal_run_id, now_iso, part_of
-from toolkit.tables import STORED, TABLES, to_arrow
+from toolkit.tables import FILLED, STORED, TABLES, to_arrow
 
 if TYPE_CHECKING:
     import polars as pl
@@ -355,6 +355,23 @@ def remove_tree(folder: Path) -> None:
         shutil.rmtree(trash, ignore_errors=True)
 
 
+def _filled(table: str, frame: pa.Table) -> pa.Table:
+    """``frame`` with the table's ``FILLED`` columns it leaves out, or leaves null, at their old value (rows of
+    writers that know nothing of answer samples are sample 0)."""
+    import pyarrow.compute  # noqa: F401  (a write path)
+
+    for name, value in FILLED.items():
+        if name not in STORED[table].names:
+            continue
+        kind = STORED[table].schema.field(name).type
+        if name not in frame.column_names:
+            frame = frame.append_column(name, pa.array([value] * frame.num_rows, kind))
+        elif frame.column(name).null_count:
+            frame = frame.set_column(frame.schema.get_field_index(name), name,
+                                     pa.compute.fill_null(frame.column(name).cast(kind), value))
+    return frame
+
+
 def _frames(run_id: str, rows: Rows) -> dict[str, pa.Table]:
     """The run tables' rows as Arrow tables of their schemas; StoreError (one line) for a value that does not
     fit (a number where text belongs, a lone surrogate, ...), before any commit."""
@@ -363,7 +380,7 @@ def _frames(run_id: str, rows: Rows) -> dict[str, pa.Table]:
         if table not in RUN_DATA:
             raise StoreError(f"{table} is not a run data table")
         try:
-            frame = data if isinstance(data, pa.Table) else to_arrow(table, data)
+            frame = _filled(table, data if isinstance(data, pa.Table) else to_arrow(table, data))
             frame = frame.select(STORED[table].schema.names).cast(STORED[table].schema)
             given = frame.column("run_id").unique().to_pylist()
             if given and given != [run_id] and {normal_run_id(g) for g in given} == {normal_run_id(run_id)}:
