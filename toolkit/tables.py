@@ -55,6 +55,7 @@ RUN_ID = _c("run_id", UTF8, "Run identifier (any text; stored under a path-safe 
 CASE_ID = _c("case_id", UTF8, "Case identifier from the dataset.", False)
 JUDGE_MODEL = _c("judge_model", UTF8, "Judge model identifier as sent to the endpoint.", False)
 JUDGE_PASS = _c("judge_pass", I32, "Independent judge pass, 1-based.", False)
+SAMPLE = _c("sample", I32, "0-based answer sample of the case: 0 for a run asked once and for every run stored before samples existed.", False)
 SEQ = _c("seq", I64, "Completion order within the run (reference files: line number); resumes continue it.", False)
 STARTED = _c("started_at", UTF8, "ISO-8601 UTC start time, as recorded (text, so imported values round-trip).")
 FINISHED = _c("finished_at", UTF8, "ISO-8601 UTC finish time, as recorded.")
@@ -121,10 +122,10 @@ RUNS = Table(
 )
 
 ANSWERS = Table(
-    "answers", "answer call attempt", ("run_id", "case_id", "attempt"), "run_id",
+    "answers", "answer call attempt", ("run_id", "case_id", "sample", "attempt"), "run_id",
     "Answers and failed answer attempts, with call metadata.",
     (
-        RUN_ID, CASE_ID,
+        RUN_ID, CASE_ID, SAMPLE,
         _c("attempt", I32, "1-based attempt number for the case.", False),
         SEQ,
         _c("answer_model", UTF8, "Answer model identifier as sent."),
@@ -136,10 +137,10 @@ ANSWERS = Table(
 )
 
 JUDGMENTS = Table(
-    "judgments", "judge call", ("run_id", "case_id", "judge_model", "judge_pass", "attempt"), "run_id",
+    "judgments", "judge call", ("run_id", "case_id", "sample", "judge_model", "judge_pass", "attempt"), "run_id",
     "Every judge call with its raw reply; error is null when the reply passed validation.",
     (
-        RUN_ID, CASE_ID, JUDGE_MODEL, JUDGE_PASS,
+        RUN_ID, CASE_ID, SAMPLE, JUDGE_MODEL, JUDGE_PASS,
         _c("attempt", I32, "1-based call number for this case, judge and pass (re-asks count).", False),
         _c("answer_attempt", I32, "The answers.attempt that was judged."),
         SEQ,
@@ -156,11 +157,11 @@ JUDGMENTS = Table(
 
 DECISIONS = Table(
     "decisions", "run x case x judge x pass x valid reply x item",
-    ("run_id", "case_id", "judge_model", "judge_pass", "judgment_attempt", "item_id"), "run_id",
+    ("run_id", "case_id", "sample", "judge_model", "judge_pass", "judgment_attempt", "item_id"), "run_id",
     "The decisions of every valid judge reply on each rubric item. A pass is scored from its latest valid "
     "reply (imported files can hold several successful rows for a case: the last one wins, as in the reference).",
     (
-        RUN_ID, CASE_ID, JUDGE_MODEL, JUDGE_PASS,
+        RUN_ID, CASE_ID, SAMPLE, JUDGE_MODEL, JUDGE_PASS,
         _c("item_id", UTF8, "Rubric item.", False),
         _c("matched", BOOL, "True when the judge found the answer states or endorses the item.", False),
         _c("judgment_attempt", I32, "The judgments.attempt whose reply these decisions come from.", False),
