@@ -143,3 +143,21 @@ def test_kill_9_twice_then_resume_leaves_exactly_k_answers_per_case(tmp_path: Pa
     assert store.read("answers", [RUN]).height == cases * samples  # no failed attempt either
     assert_whole(store, cases, samples)
     assert cases * samples <= calls <= cases * samples + 2 * concurrency
+
+
+def test_a_journal_line_written_before_samples_is_stored_as_sample_0(tmp_path: Path) -> None:
+    """A collector of an older version killed mid-run left lines without a sample: the resume stores them
+    (as sample 0) instead of setting them aside and paying for the call again."""
+    store_dir = tmp_path / "s"
+    with SimServer(SimConfig()) as sim:
+        evaluate(RUN, "sim/judge", store=store_dir, base_url=sim.base_url, limit=1, progress="none")
+        store = Store.open(store_dir)
+        first = store.read("answers", [RUN]).drop("sample").to_dicts()[0]
+        case = plan_evaluation(RUN, "sim/judge", store=store_dir, base_url=sim.base_url, limit=2).job.cases[1]
+        old = {**first, "case_id": case.case_id, "seq": 99}
+        (store.journal_dir(RUN) / "0123456789abcdef0123456789abcdef.jsonl").write_text(
+            json.dumps([{"t": "answers", "r": old}]) + "\n", encoding="utf-8")
+        report = evaluate(RUN, "sim/judge", store=store_dir, base_url=sim.base_url, limit=2, progress="none")
+        assert answer_calls(sim) == 1  # the journalled answer was not asked for again
+    assert report.notes == () and report.judgments_ok == 1
+    assert_whole(Store.open(store_dir), 2, 1)

@@ -62,6 +62,15 @@ def _checker(kind: pa.DataType) -> Callable[[Any], bool]:
 _CHECKS = {t: [(f.name, _checker(f.type), f.nullable) for f in TABLES[t].schema] for t in RUN_TABLES}
 
 
+_SAMPLED = frozenset(t for t in RUN_TABLES if "sample" in TABLES[t].names)
+
+
+def sampled(table: Any, row: Any) -> Any:
+    """A row of answers, judgments or decisions without an answer sample is one of sample 0: written before
+    samples existed (a journal an older version left behind) or by a caller that asks once."""
+    return {"sample": 0, **row} if table in _SAMPLED and isinstance(row, dict) and "sample" not in row else row
+
+
 def row_problem(table: str, row: Any) -> str | None:
     """Why ``row`` cannot be stored in ``table`` (a run table), or None when it fits the schema."""
     checks = _CHECKS.get(table)
@@ -86,9 +95,9 @@ def _line_records(line: Any) -> list[tuple[str, dict[str, Any]]] | None:
         return None
     records = []
     for record in line:
-        if not isinstance(record, dict) or row_problem(record.get("t"), record.get("r")) is not None:
+        if not isinstance(record, dict) or row_problem(record.get("t"), sampled(record.get("t"), record.get("r"))) is not None:
             return None
-        records.append((record["t"], record["r"]))
+        records.append((record["t"], sampled(record["t"], record["r"])))
     return records
 
 
@@ -167,6 +176,7 @@ class RunJournal:
 
         JournalError, with nothing written, when a row does not fit its table's schema.
         """
+        records = [(table, sampled(table, row)) for table, row in records]
         for table, row in records:
             problem = row_problem(table, row)
             if problem is not None:

@@ -113,13 +113,13 @@ class Plan:
 
 
 def make_plan(cases: list[CaseToJudge], work: StoredWork, judge_model: str, passes: tuple[int, ...],
-              answer: bool, samples: int = 1, run_id: str = "the run") -> Plan:
+              answer: bool, samples: int = 1, run_id: str = "") -> Plan:
     """``answer`` False: judge the stored answers of every sample; units the run attempted without a
     successful answer are counted as unanswerable, units it never attempted are not part of it.
     ``samples``: answer samples 0..samples-1 per case; fewer than the run already asked for is refused
     (those samples would be left unfinished without a word)."""
     if answer and work.samples_stored > samples:
-        raise SettingsError(f"{run_id} holds {work.samples_stored} answer samples per case, more than the "
+        raise SettingsError(f"run {run_id!r} holds {work.samples_stored} answer samples per case, more than the "
                             f"{samples} asked for: give --answer-samples {work.samples_stored} (or more) to resume it")
     answered = set(work.answers)
     if answer:
