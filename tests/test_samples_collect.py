@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+from collections import Counter
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from tests.collect_support import bedside
 from tests.test_collect_resume import ROOT, journal_lines, wait_for
 from toolkit.collect.api import evaluate, plan_evaluation, rejudge
+from toolkit.collect.journal import pending_rows
 from toolkit.sim import SimConfig, SimServer
 from toolkit.store import Store
 from toolkit.tables import TABLES
@@ -121,6 +123,13 @@ def test_batch_mode_collects_k_samples(tmp_path: Path) -> None:
     assert_whole(Store.open(tmp_path / "s"), 3, 2)
 
 
+def answered_units(store: Store) -> set[tuple[str, int]]:
+    """(case, sample) answered in Parquet or in the journal a killed run left, read without recovering it."""
+    stored = store.read("answers", [RUN]).filter(pl.col("error").is_null()).select("case_id", "sample")
+    pending = pending_rows(store, RUN).get("answers", [])
+    return {*stored.iter_rows(), *((r["case_id"], r["sample"]) for r in pending if r.get("error") is None)}
+
+
 def test_kill_9_twice_then_resume_leaves_exactly_k_answers_per_case(tmp_path: Path, shared_bench: Path) -> None:
     """Issue 19: 250 cases x 3 samples; two SIGKILLs and a resume leave exactly 750 answers, each judged,
     and the provider was asked at most 750 + 2 x concurrency times for answers."""
@@ -135,6 +144,8 @@ def test_kill_9_twice_then_resume_leaves_exactly_k_answers_per_case(tmp_path: Pa
             wait_for(lambda: answer_calls(sim) >= served or proc.poll() is not None, timeout=60)
             proc.send_signal(signal.SIGKILL)
             assert proc.wait(10) == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
+            per_case = Counter(case for case, _ in answered_units(Store.open(store_dir)))
+            assert sum(n < samples for n in per_case.values()) <= concurrency  # a case's samples are asked together
         assert journal_lines(store_dir) > 0  # the second kill left calls only its journal holds
         resumed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
         calls = answer_calls(sim)

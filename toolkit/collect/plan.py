@@ -1,8 +1,9 @@
 """What a run already holds and what is left to call: the basis of resuming without paying twice.
 
 Read once at start, after the journal is recovered: the latest successful
-answer of each case, the (case, judge, pass) triples already judged validly,
-the next attempt numbers and the next ``seq``.
+answer of each (case, sample), the (case, sample, judge, pass) keys already
+judged validly, the next attempt numbers and the next ``seq``. A run with
+``--answer-samples K`` asks samples 0..K-1 of every case; each is judged.
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ class CollectJob:
 
 
 class Collector:
-    """The calls of one run, made by ``concurrency`` workers over its cases in dataset order."""
+    """The calls of one run, made by ``concurrency`` workers over its (case, sample) units in dataset order."""
 
     def __init__(self, job: CollectJob, journal: RunJournal, work: StoredWork, plan: Plan,
                  clients: JobClients, counts: Counts):
