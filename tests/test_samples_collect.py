@@ -13,10 +13,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.collect_support import bedside
+from tests.collect_support import Recorder, bedside, completion, error, judge_reply
 from tests.test_collect_resume import ROOT, journal_lines, wait_for
 from toolkit.collect.api import evaluate, plan_evaluation, rejudge
 from toolkit.collect.journal import pending_rows
+from toolkit.failures import failure_causes
 from toolkit.sim import SimConfig, SimServer
 from toolkit.store import Store
 from toolkit.tables import TABLES
@@ -172,3 +173,24 @@ def test_a_journal_line_written_before_samples_is_stored_as_sample_0(tmp_path: P
         assert answer_calls(sim) == 1  # the journalled answer was not asked for again
     assert report.notes == () and report.judgments_ok == 1
     assert_whole(Store.open(store_dir), 2, 1)
+
+
+def test_a_failed_sample_of_an_answered_case_is_a_failure_of_that_case(tmp_path: Path) -> None:
+    """Sample 1 fails for good while sample 0 is answered: the run is incomplete and says why, on the
+    command line and in the stored failure causes (``bedside runs``)."""
+    asked: dict[str, int] = {}
+
+    def respond(body: dict) -> tuple:
+        if body["model"] == "judge":
+            return completion(judge_reply(body))
+        prompt = body["messages"][-1]["content"]
+        asked[prompt] = asked.get(prompt, 0) + 1
+        return completion("fine") if asked[prompt] == 1 else error(422, "unprocessable prompt")
+
+    with Recorder(respond) as rec:
+        code, _, err = bedside("run", "--answer-model", "ans", "--judge-model", "judge", "--store", tmp_path / "s",
+                               "--limit", "1", "--answer-samples", "2", "--progress", "none", "--base-url",
+                               rec.base_url, "--judge-base-url", rec.base_url)
+    assert code == 3 and "ans: 1 case failed: 1 × UnprocessableEntityError 422" in err, err
+    causes = failure_causes(Store.open(tmp_path / "s"), "ans")
+    assert [(c.cause, c.cases) for c in causes] == [("UnprocessableEntityError 422", 1)]
