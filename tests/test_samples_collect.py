@@ -87,8 +87,8 @@ def test_a_run_gains_the_samples_it_lacks_and_never_asks_a_stored_one_again(tmp_
         code, out, err = bedside(*run)  # fewer samples than stored: refused, nothing called
         assert answer_calls(sim) == 15
     assert code != 0 and out == ""
-    assert err.strip().splitlines() == [f"bedside: error: run {RUN!r} holds 3 answer samples per case, more than the 1 asked "
-                                        "for: give --answer-samples 3 (or more) to resume it"]
+    assert err.strip().splitlines() == [f"bedside: error: run {RUN!r} holds 3 answer samples per case, more than "
+                                        "the 1 asked for: give --answer-samples 3 (or more) to resume it"]
     store = Store.open(store_dir)
     assert_whole(store, 5, 3)
     kept = store.read("answers", [RUN]).filter(pl.col("sample") == 0).select("case_id", "sample", "answer")

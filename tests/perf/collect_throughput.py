@@ -122,7 +122,8 @@ def samples_row(root: Path, latency_ms: float, concurrency: int, repeat: int, sa
     for i in range(repeat):
         wall, cpu, _ = one_run(root / f"samples-{i}", public_path, public, latency_ms, concurrency, samples)
         ratios.append(wall / ideal)
-        print(f"run {i + 1}: wall {wall:.3f} s, ratio {wall / ideal:.3f}, client CPU {1000 * cpu / calls:.3f} ms a call")
+        print(f"run {i + 1}: wall {wall:.3f} s, ratio {wall / ideal:.3f}, "
+              f"client CPU {1000 * cpu / calls:.3f} ms a call")
     median = statistics.median(ratios)
     row(f"collect {n} cases x {samples} answer samples (each judged), {latency_ms:.0f} ms latency, "
         f"C = {concurrency}, wall / ideal 2NKL/C", f"{median:.2f} median of {len(ratios)} (best {min(ratios):.2f}), "

@@ -60,8 +60,6 @@ def _checker(kind: pa.DataType) -> Callable[[Any], bool]:
 
 # Per run table: (column, accepts a value, nullable), from the schema in toolkit.tables.
 _CHECKS = {t: [(f.name, _checker(f.type), f.nullable) for f in TABLES[t].schema] for t in RUN_TABLES}
-
-
 _SAMPLED = frozenset(t for t in RUN_TABLES if "sample" in TABLES[t].names)
 
 
@@ -95,9 +93,12 @@ def _line_records(line: Any) -> list[tuple[str, dict[str, Any]]] | None:
         return None
     records = []
     for record in line:
-        if not isinstance(record, dict) or row_problem(record.get("t"), sampled(record.get("t"), record.get("r"))) is not None:
+        if not isinstance(record, dict):
             return None
-        records.append((record["t"], sampled(record["t"], record["r"])))
+        row = sampled(record.get("t"), record.get("r"))
+        if row_problem(record.get("t"), row) is not None:
+            return None
+        records.append((record["t"], row))
     return records
 
 
