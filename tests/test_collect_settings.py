@@ -76,7 +76,7 @@ def test_estimate_counts_characters_over_four_and_prices_per_million(tmp_path: P
     table = load_providers(priced)
     cases = [CaseToJudge("c1", "p" * 400, (("c1_0", 1.0, "x"), ("c1_1", -1.0, "y"))),
              CaseToJudge("c2", "q" * 800, (("c2_0", 2.0, "z"),))]
-    work = StoredWork(answers={"c2": StoredAnswer(1, "an answer", 1.0)})
+    work = StoredWork(answers={("c2", 0): StoredAnswer(1, "an answer", 1.0)})
     endpoint = Endpoint("x", "https://x", ())
     settings = CollectSettings("r", "a", "j", endpoint, endpoint, judge_passes=(1, 2))
     plan = make_plan(cases, work, "j", (1, 2), answer=True)

@@ -47,20 +47,18 @@ def causes_of(errors: pl.DataFrame) -> list[Cause]:
 
 
 def failure_causes(store: Store, run_id: str) -> list[Cause]:
-    """The cases of a stored run that are failed now, by cause: an answer that never succeeded, or a
+    """The cases of a stored run that are failed now, by cause: an answer sample that never succeeded, or a
     judge pass without a valid reply (its latest error counts). A case counts once, by its latest failure."""
-    # Per answer (case x sample): a case counts once, by the latest failure of any of its samples.
     answers = store.read("answers", [run_id], columns=["case_id", "sample", "attempt", "seq", "answer", "error"])
-    judgments = store.read("judgments", [run_id], columns=["case_id", "sample", "judge_model", "judge_pass", "attempt",
-                                                          "seq", "error"])
+    judgments = store.read("judgments", [run_id], columns=["case_id", "sample", "judge_model", "judge_pass",
+                                                          "attempt", "seq", "error"])
     answered = answers.filter(pl.col("error").is_null()).select("case_id", "sample").unique()
     failed_answers = (answers.join(answered, on=["case_id", "sample"], how="anti")
                       .sort("seq").group_by("case_id", "sample").agg(pl.col("error").last(), pl.col("seq").last()))
-    valid = judgments.filter(pl.col("error").is_null()).select("case_id", "sample", "judge_model",
-                                                               "judge_pass").unique()
-    failed_passes = (judgments.join(valid, on=["case_id", "sample", "judge_model", "judge_pass"], how="anti")
-                     .sort("seq").group_by("case_id", "sample", "judge_model", "judge_pass")
-                     .agg(pl.col("error").last(), pl.col("seq").last()))
+    pass_key = ["case_id", "sample", "judge_model", "judge_pass"]
+    valid = judgments.filter(pl.col("error").is_null()).select(pass_key).unique()
+    failed_passes = (judgments.join(valid, on=pass_key, how="anti")
+                     .sort("seq").group_by(pass_key).agg(pl.col("error").last(), pl.col("seq").last()))
     failed = (pl.concat([failed_answers.select("case_id", "error", "seq"),
                          failed_passes.select("case_id", "error", "seq")])
               .sort("seq").group_by("case_id").agg(pl.col("error").last(), pl.col("seq").last()))

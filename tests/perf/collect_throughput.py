@@ -1,6 +1,6 @@
 """Benchmark: collection throughput against the simulated provider with a fixed latency.
 
-Run: python tests/perf/collect_throughput.py [--latency-ms 200] [--concurrency 100] [--repeat 3]
+Run: python tests/perf/collect_throughput.py [--latency-ms 200] [--concurrency 100] [--repeat 3] [--answer-samples 5]
 Builds the 500-case panel, starts ``bedside sim serve --latency-ms L`` as a subprocess and collects
 answers + judgments (2 x 500 calls) with the real collector into a fresh store, ``--repeat`` times
 (each on a fresh store and a fresh server). Prints, per repeat, the wall time of ``collect`` (lock,
@@ -8,6 +8,9 @@ journal recovery, every call, the checkpoints and the final compaction), the ide
 ratio (target <= 1.25) and client CPU seconds per call, then the best and the median; checks that each
 store holds exactly one answer and one valid judgment per case. The client shares the machine with the
 simulated server (and with anything else running): the load average is printed for context.
+
+A second row collects ``--answer-samples`` K answers per case (each judged) on the 250-case public split:
+the ideal is then 2*N*K*L/C, with the same target ratio (the calls of a case's samples run side by side).
 """
 
 from __future__ import annotations
@@ -45,9 +48,10 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one_run(root: Path, panel_path: Path, panel, latency_ms: float, concurrency: int) -> tuple[float, float, float]:
+def one_run(root: Path, panel_path: Path, panel, latency_ms: float, concurrency: int,
+            samples: int = 1) -> tuple[float, float, float]:
     """(wall seconds, client CPU seconds, simulated server's CPU seconds) of one collection into a fresh store."""
-    n = len(panel.raw_cases)
+    n = len(panel.raw_cases) * samples
     server = subprocess.Popen([str(BEDSIDE), "sim", "serve", "--latency-ms", str(latency_ms),
                                "--dataset", str(panel_path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                               text=True)
@@ -55,7 +59,8 @@ def one_run(root: Path, panel_path: Path, panel, latency_ms: float, concurrency:
         assert server.stdout is not None
         base_url = server.stdout.readline().strip()
         endpoint = Endpoint("sim", base_url, ())
-        settings = CollectSettings("perf", "sim/strong", "sim/judge", endpoint, endpoint, concurrency=concurrency)
+        settings = CollectSettings("perf", "sim/strong", "sim/judge", endpoint, endpoint, concurrency=concurrency,
+                                   answer_samples=samples)
         job = CollectJob(settings, tuple(case_to_judge(c) for c in panel.raw_cases))
         store = Store.open(root)
         store.write_dataset(panel)
@@ -77,6 +82,7 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--concurrency", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--answer-samples", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -101,6 +107,27 @@ def main() -> None:
             f"wall / ideal 2NL/C", f"{median:.2f} median of {len(ratios)} (best {min(ratios):.2f}), "
             f"client CPU {1000 * statistics.median(cpus) / calls:.2f} ms a call, load {os.getloadavg()[0]:.1f}",
             f"<= {TARGET_RATIO}", median <= TARGET_RATIO)
+        samples_row(root, args.latency_ms, args.concurrency, args.repeat, args.answer_samples)
+
+
+def samples_row(root: Path, latency_ms: float, concurrency: int, repeat: int, samples: int) -> None:
+    """K answers per case on the public split: wall / ideal 2*N*K*L/C."""
+    public_path = shared_root()
+    public = load_dataset(public_path)
+    n = len(public.raw_cases)
+    calls = 2 * n * samples
+    ideal = calls * (latency_ms / 1000) / concurrency
+    print(f"cases {n}, answer samples {samples}, calls {calls}; ideal 2*N*K*L/C = {ideal:.3f} s")
+    ratios = []
+    for i in range(repeat):
+        wall, cpu, _ = one_run(root / f"samples-{i}", public_path, public, latency_ms, concurrency, samples)
+        ratios.append(wall / ideal)
+        print(f"run {i + 1}: wall {wall:.3f} s, ratio {wall / ideal:.3f}, "
+              f"client CPU {1000 * cpu / calls:.3f} ms a call")
+    median = statistics.median(ratios)
+    row(f"collect {n} cases x {samples} answer samples (each judged), {latency_ms:.0f} ms latency, "
+        f"C = {concurrency}, wall / ideal 2NKL/C", f"{median:.2f} median of {len(ratios)} (best {min(ratios):.2f}), "
+        f"load {os.getloadavg()[0]:.1f}", f"<= {TARGET_RATIO}", median <= TARGET_RATIO)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ import click
 from toolkit import protocol
 from toolkit.cli.common import CommandError, emit, say
 from toolkit.cli.options import dataset_option, one_run_option, store_option, wide_option
-from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES, DEFAULT_JUDGE_REASKS,
+from toolkit.collect.settings import (DEFAULT_ANSWER_SAMPLES, DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES,
+                                      DEFAULT_JUDGE_REASKS,
                                       DEFAULT_MAX_REPLY_BYTES, DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY,
                                       DEFAULT_TIMEOUT_S, FLOAT_RANGES,
                                       INT_RANGES, PROGRESS_MODES)
@@ -82,11 +83,15 @@ def call_options(func):
 @click.option("--limit", type=click.IntRange(*INT_RANGES["limit"]), default=None,
               help="Only the first N selected cases.")
 @click.option("--benchmark", "benchmarks", multiple=True, help="Only these benchmarks (repeatable).")
+@click.option("--answer-samples", type=click.IntRange(*INT_RANGES["answer_samples"]), default=DEFAULT_ANSWER_SAMPLES,
+              show_default=True, help="Independent answers per case, each judged (a stored run gains the ones "
+              "it lacks). Not --samples, the bootstrap resamples of other commands.")
 @call_options
 @dataset_option
 def run_cmd(answer_model: str, judge_model: str, run_id: str | None, base_url: str | None, api_key_env: str | None,
             reasoning_effort: str | None, smoke: bool, limit: int | None, benchmarks: tuple[str, ...],
-            judge_base_url: str | None, judge_api_key_env: str | None, concurrency: int, judge_passes: int | None,
+            answer_samples: int, judge_base_url: str | None, judge_api_key_env: str | None, concurrency: int,
+            judge_passes: int | None,
             max_retries: int, judge_reasks: int, timeout: float, retry_base_delay: float, max_reply_bytes: int,
             dry_run: bool, batch: bool, cancel_batch: bool, progress: str, store_dir: str | None,
             dataset_path: str | None) -> None:
@@ -101,7 +106,8 @@ def run_cmd(answer_model: str, judge_model: str, run_id: str | None, base_url: s
         api_key_env=api_key_env, judge_base_url=judge_base_url, judge_api_key_env=judge_api_key_env,
         concurrency=concurrency, judge_passes=judge_passes or DEFAULT_JUDGE_PASSES, reasoning_effort=reasoning_effort,
         smoke=smoke, limit=limit, benchmarks=benchmarks, max_retries=max_retries, judge_reasks=judge_reasks,
-        timeout=timeout, retry_base_delay=retry_base_delay, batch=batch, max_reply_bytes=max_reply_bytes)
+        timeout=timeout, retry_base_delay=retry_base_delay, batch=batch, max_reply_bytes=max_reply_bytes,
+        answer_samples=answer_samples)
     _collect_or_estimate(collection, dry_run, cancel_batch, progress)
 
 

@@ -35,6 +35,9 @@ def sim() -> None:
               help="A real request-rate limit (token bucket), requests per second; 0 = none.")
 @click.option("--rate-limit-burst", type=click.IntRange(0), default=0, show_default=True,
               help="Requests the bucket saves up (0 = one second's worth).")
+@click.option("--answer-spread", type=_RATE, default=0.0, show_default=True,
+              help="Share of a case's rubric items answered afresh each time the case is asked again "
+              "(0: the same answer every time; 1: independent answers).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of answers and fault draws.")
 @click.option("--dataset", "datasets", multiple=True, type=click.Path(exists=False),
               help="Dataset whose rubrics shape the answers (repeatable; default: the bundled sample).")
@@ -42,7 +45,7 @@ def sim() -> None:
               help="Accept only the bearer key held in this environment variable (keeps it off the command line).")
 def serve(host: str, port: int, latency_ms: float, rate_429: float, rate_5xx: float, rate_bad_json: float,
           rate_timeout: float, timeout_hold_s: float, retry_after_s: float, rate_limit_rps: float,
-          rate_limit_burst: int, seed: int,
+          rate_limit_burst: int, answer_spread: float, seed: int,
           datasets: tuple[str, ...], api_key_env: str | None) -> None:
     """Serve until Ctrl-C; the first stdout line is the base URL (http://HOST:PORT/v1)."""
     from toolkit.sim.config import SimConfig
@@ -57,7 +60,7 @@ def serve(host: str, port: int, latency_ms: float, rate_429: float, rate_5xx: fl
     config = SimConfig(host=host, port=port, latency_ms=latency_ms, rate_429=rate_429, rate_5xx=rate_5xx,
                        rate_bad_json=rate_bad_json, rate_timeout=rate_timeout, seed=seed, datasets=datasets,
                        timeout_hold_s=timeout_hold_s, retry_after_s=retry_after_s, api_key=api_key,
-                       rate_limit_rps=rate_limit_rps, rate_limit_burst=rate_limit_burst)
+                       rate_limit_rps=rate_limit_rps, rate_limit_burst=rate_limit_burst, answer_spread=answer_spread)
     server = SimServer(config).start()
     stop = threading.Event()
 

@@ -26,7 +26,8 @@ from toolkit.collect.judge import case_to_judge
 from toolkit.collect.plan import Plan, cases_from_store, ensure_run, make_plan, read_stored_work, record_judge
 from toolkit.collect.progress import ViewFactory, view_factory
 from toolkit.collect.runner import CollectJob, RunReport, collect
-from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES, DEFAULT_JUDGE_REASKS,
+from toolkit.collect.settings import (DEFAULT_ANSWER_SAMPLES, DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES,
+                                      DEFAULT_JUDGE_REASKS,
                                       DEFAULT_MAX_REPLY_BYTES, DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY,
                                       DEFAULT_TIMEOUT_S, FLOAT_RANGES,
                                       INT_RANGES, PROGRESS_MODES, CollectSettings, Endpoint, ProviderTable,
@@ -89,7 +90,8 @@ class Collection:
         killed collector left in its journal count as stored, as the real run will find them)."""
         s = self.settings
         work = read_stored_work(self.store, s.run_id, journal=True)
-        plan = make_plan(list(self.job.cases), work, s.judge_model, s.judge_passes, self.job.answer)
+        plan = make_plan(list(self.job.cases), work, s.judge_model, s.judge_passes, self.job.answer,
+                         s.answer_samples, s.run_id)
         return DryRun(tuple(estimate(plan, work, s, self.table, s.batch)), plan, s, s.batch)
 
     def run(self, progress: Progress = DEFAULT_PROGRESS, say: Say | None = None) -> RunReport:
@@ -132,10 +134,11 @@ def plan_evaluation(answer_model: str, judge_model: str = protocol.DEFAULT_JUDGE
                     benchmarks: str | Sequence[str] = (), max_retries: int = protocol.REFERENCE_MAX_ATTEMPTS,
                     judge_reasks: int = DEFAULT_JUDGE_REASKS, timeout: float = DEFAULT_TIMEOUT_S,
                     retry_base_delay: float = DEFAULT_RETRY_BASE_DELAY, batch: bool = False,
-                    providers: ProvidersLike = None, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> Collection:
+                    providers: ProvidersLike = None, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+                    answer_samples: int = DEFAULT_ANSWER_SAMPLES) -> Collection:
     """The work of evaluating ``answer_model`` (see ``evaluate`` for the parameters), not yet run."""
     _check_ints(concurrency=concurrency, judge_passes=judge_passes, max_retries=max_retries,
-                judge_reasks=judge_reasks, limit=limit, max_reply_bytes=max_reply_bytes)
+                judge_reasks=judge_reasks, limit=limit, max_reply_bytes=max_reply_bytes, answer_samples=answer_samples)
     _check_floats(timeout=timeout, retry_base_delay=retry_base_delay)
     check_env_name(api_key_env, "--api-key-env")
     check_env_name(judge_api_key_env, "--judge-api-key-env")
@@ -151,7 +154,7 @@ def plan_evaluation(answer_model: str, judge_model: str = protocol.DEFAULT_JUDGE
         answer_endpoint=answer_endpoint, judge_endpoint=judge_endpoint, concurrency=concurrency,
         judge_passes=tuple(range(1, judge_passes + 1)), reasoning_effort=reasoning_effort, judge_reasks=judge_reasks,
         retry=RetryPolicy(max_attempts=max_retries, base_delay=retry_base_delay, timeout_s=timeout), batch=batch,
-        max_reply_bytes=max_reply_bytes,
+        max_reply_bytes=max_reply_bytes, answer_samples=answer_samples,
         selection={"smoke": smoke, "limit": limit, "benchmarks": list(chosen), "cases": len(case_ids),
                    "dataset": os.path.abspath(data.source)})  # names the digest in reports
     job = CollectJob(settings, tuple(case_to_judge(data.case(c)) for c in case_ids))
@@ -174,7 +177,8 @@ def evaluate(answer_model: str, judge_model: str = protocol.DEFAULT_JUDGE_MODEL,
              judge_reasks: int = DEFAULT_JUDGE_REASKS, timeout: float = DEFAULT_TIMEOUT_S,
              retry_base_delay: float = DEFAULT_RETRY_BASE_DELAY, batch: bool = False,
              providers: ProvidersLike = None, progress: Progress = DEFAULT_PROGRESS,
-             say: Say | None = None, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> RunReport:
+             say: Say | None = None, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+             answer_samples: int = DEFAULT_ANSWER_SAMPLES) -> RunReport:
     """Answer every selected case with ``answer_model``, judge the answers, store both; resumes.
 
     Calling it again with the same ``run_id`` (default: the answer model's name) skips completed
@@ -187,6 +191,8 @@ def evaluate(answer_model: str, judge_model: str = protocol.DEFAULT_JUDGE_MODEL,
     - ``smoke`` (first case of each benchmark), ``benchmarks``, ``limit``: which cases.
     - ``judge_passes``: independent judge passes 1..K per answer; ``reasoning_effort``: sent with
       answer calls only when given.
+    - ``answer_samples``: independent answers 0..K-1 per case (same request each time), each judged
+      with every pass; a stored run gains the samples it lacks (asking for fewer than it holds is refused).
     - ``concurrency``: most calls in flight (lowered while the provider rate-limits);
       ``max_retries``: attempts per call, the first included; ``judge_reasks``: extra judge calls
       after an invalid reply; ``timeout`` and ``retry_base_delay`` in seconds; ``max_reply_bytes``: a
@@ -203,7 +209,7 @@ def evaluate(answer_model: str, judge_model: str = protocol.DEFAULT_JUDGE_MODEL,
         concurrency=concurrency, judge_passes=judge_passes, reasoning_effort=reasoning_effort, smoke=smoke,
         limit=limit, benchmarks=benchmarks, max_retries=max_retries, judge_reasks=judge_reasks, timeout=timeout,
         retry_base_delay=retry_base_delay, batch=batch, providers=providers,
-        max_reply_bytes=max_reply_bytes).run(progress, say)
+        max_reply_bytes=max_reply_bytes, answer_samples=answer_samples).run(progress, say)
 
 
 def plan_rejudge(run_id: str, judge_model: str, *, store: StoreLike = None, passes: int | Sequence[int] | None = None,

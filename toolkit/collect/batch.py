@@ -79,33 +79,35 @@ class BatchRun(BatchLines):
         s = self.job.settings
         lines: list[dict[str, Any]] = []
         requests: dict[str, dict[str, Any]] = {}
-        todo = [c for c in self.plan.to_answer if c not in self.work.answers
-                and self.answer_tries.get(c, 0) < s.retry.max_attempts and c not in self._gave_up]
+        todo = [u for u in self.plan.to_answer if u not in self.work.answers
+                and self.answer_tries.get(u, 0) < s.retry.max_attempts and u not in self._gave_up]
         kind = "answer" if todo else "judge"
         model = s.answer_model if kind == "answer" else self.plan.judge_model
         no_temperature = self.client(kind).no_temperature
         if kind == "answer":
-            for case_id in todo:
+            for case_id, sample in todo:
                 temperature = None if model in no_temperature else protocol.ANSWER_TEMPERATURE
                 body = chat_body(model, protocol.answer_messages(by_id[case_id].prompt),
                                  temperature=temperature, max_completion_tokens=protocol.ANSWER_MAX_COMPLETION_TOKENS,
                                  reasoning_effort=s.reasoning_effort)
-                meta = {"kind": "answer", "case_id": case_id, "attempt": self.work.next_answer_attempt(case_id)}
-                self.answer_tries[case_id] = self.answer_tries.get(case_id, 0) + 1
+                meta = {"kind": "answer", "case_id": case_id, "sample": sample,
+                        "attempt": self.work.next_answer_attempt((case_id, sample))}
+                self.answer_tries[(case_id, sample)] = self.answer_tries.get((case_id, sample), 0) + 1
                 lines.append(self._line(requests, meta, body))
         else:
-            for case_id, judge_pass in self.plan.to_judge:
-                stored = self.work.answers.get(case_id)
-                key = (case_id, judge_pass)
-                if (stored is None or (case_id, model, judge_pass) in self.work.judged
+            for case_id, sample, judge_pass in self.plan.to_judge:
+                stored = self.work.answers.get((case_id, sample))
+                key = (case_id, sample, judge_pass)
+                if (stored is None or (case_id, sample, model, judge_pass) in self.work.judged
                         or self.judge_tries.get(key, 0) >= 1 + s.judge_reasks or key in self._gave_up_judging):
                     continue
                 temperature = None if model in no_temperature else protocol.JUDGE_TEMPERATURE
                 body = chat_body(model, by_id[case_id].messages(stored.text), temperature=temperature,
                                  max_completion_tokens=protocol.JUDGE_MAX_COMPLETION_TOKENS,
                                  response_format=protocol.JUDGE_RESPONSE_FORMAT)
-                meta = {"kind": "judge", "case_id": case_id, "pass": judge_pass, "answer_attempt": stored.attempt,
-                        "judge_model": model, "attempt": self.work.next_judge_attempt((case_id, model, judge_pass))}
+                meta = {"kind": "judge", "case_id": case_id, "sample": sample, "pass": judge_pass,
+                        "answer_attempt": stored.attempt, "judge_model": model,
+                        "attempt": self.work.next_judge_attempt((case_id, sample, model, judge_pass))}
                 self.judge_tries[key] = self.judge_tries.get(key, 0) + 1
                 lines.append(self._line(requests, meta, body))
         if not lines:
@@ -222,7 +224,8 @@ def collect_batch(store: Store, job: CollectJob, say: Callable[[str], None], pre
         journal = RunJournal(store, s.run_id)
         journal.recover()
         work = read_stored_work(store, s.run_id)
-        plan = make_plan(list(job.cases), work, s.judge_model, s.judge_passes, job.answer)
+        plan = make_plan(list(job.cases), work, s.judge_model, s.judge_passes, job.answer, s.answer_samples,
+                         s.run_id)
         counts = Counts(answers_total=len(plan.to_answer), judgments_total=len(plan.to_judge))
         interrupted = False
         pending = load_state(journal.folder) is not None
@@ -253,9 +256,9 @@ def collect_batch(store: Store, job: CollectJob, say: Callable[[str], None], pre
         finally:
             journal.close()
     if not interrupted and not cancel:  # what is still missing after every round failed
-        counts.answer_errors = sum(1 for c in plan.to_answer if c not in work.answers)
-        counts.judge_errors = sum(1 for c, p in plan.to_judge
-                                  if c in work.answers and (c, plan.judge_model, p) not in work.judged)
+        counts.answer_errors = sum(1 for u in plan.to_answer if u not in work.answers)
+        counts.judge_errors = sum(1 for c, k, p in plan.to_judge
+                                  if (c, k) in work.answers and (c, k, plan.judge_model, p) not in work.judged)
     return RunReport(s.run_id, plan.judge_model, counts.answers_done, counts.answer_errors, counts.judgments_done,
                      counts.judge_errors, counts.reasks, plan.skipped_answers, plan.skipped_judgments,
                      plan.unanswerable, interrupted, time.monotonic() - started, plan.answering,

@@ -1,8 +1,8 @@
 """Storing the lines of a finished batch, exactly once each, like the replies of direct calls.
 
 Both result files are downloaded before anything is appended, and a line whose
-row is already stored (its key: case and attempt for answers; case, judge,
-pass and attempt for judgments) is skipped, so a rerun after a crash or
+row is already stored (its key: case, sample and attempt for answers; case,
+sample, judge, pass and attempt for judgments) is skipped, so a rerun after a crash or
 Ctrl-C in the middle of ingesting stores the rest and nothing twice.
 """
 
@@ -26,6 +26,11 @@ from toolkit.collect.journal import RunJournal
 Tries = dict[Any, int]
 
 
+def _unit(meta: dict[str, Any]) -> tuple[str, int]:
+    """The (case, sample) of a batch line (a batch submitted before samples existed: sample 0)."""
+    return meta["case_id"], meta.get("sample", 0)
+
+
 @dataclass
 class BatchLines:
     job: CollectJob
@@ -37,10 +42,10 @@ class BatchLines:
     say: Callable[[str], None]
 
     def __post_init__(self) -> None:
-        self._gave_up: set[str] = set()  # failed for good this time (non-retryable status)
-        self._gave_up_judging: set[tuple[str, int]] = set()
-        self.answer_tries: Tries = {}  # case -> lines submitted by this process
-        self.judge_tries: Tries = {}  # (case, pass) -> lines submitted by this process
+        self._gave_up: set[tuple[str, int]] = set()  # (case, sample) failed for good this time (non-retryable)
+        self._gave_up_judging: set[tuple[str, int, int]] = set()
+        self.answer_tries: Tries = {}  # (case, sample) -> lines submitted by this process
+        self.judge_tries: Tries = {}  # (case, sample, pass) -> lines submitted by this process
 
     def client(self, kind: str) -> ChatClient:
         """The client whose role names the right model and flags in messages."""
@@ -60,10 +65,10 @@ class BatchLines:
     def reserve(self, meta: dict[str, Any]) -> None:
         """Attempt numbers of a batch still to be collected are taken: later calls get higher ones."""
         if meta["kind"] == "answer":
-            self.work.answer_attempts[meta["case_id"]] = max(self.work.answer_attempts.get(meta["case_id"], 0),
-                                                             meta["attempt"])
+            self.work.answer_attempts[_unit(meta)] = max(self.work.answer_attempts.get(_unit(meta), 0),
+                                                         meta["attempt"])
         else:
-            key = (meta["case_id"], self.judge_of(meta), meta["pass"])
+            key = (*_unit(meta), self.judge_of(meta), meta["pass"])
             self.work.judge_attempts[key] = max(self.work.judge_attempts.get(key, 0), meta["attempt"])
 
     async def ingest_results(self, state: dict[str, Any], batch: Any, by_id: dict[str, CaseToJudge]) -> None:
@@ -95,8 +100,8 @@ class BatchLines:
 
     def _stored(self, meta: dict[str, Any]) -> bool:
         if meta["kind"] == "answer":
-            return (meta["case_id"], meta["attempt"]) in self.work.answer_keys
-        return (meta["case_id"], self.judge_of(meta), meta["pass"], meta["attempt"]) in self.work.judgment_keys
+            return (*_unit(meta), meta["attempt"]) in self.work.answer_keys
+        return (*_unit(meta), self.judge_of(meta), meta["pass"], meta["attempt"]) in self.work.judgment_keys
 
     def _ingest(self, meta: dict[str, Any], line: dict[str, Any], by_id: dict[str, CaseToJudge], started: str,
                 finished: str) -> None:
@@ -132,18 +137,19 @@ class BatchLines:
         s = self.job.settings
         if meta["kind"] == "answer":
             self.journal.append("answers", {
-                "run_id": s.run_id, "case_id": meta["case_id"], "attempt": meta["attempt"],
+                "run_id": s.run_id, "case_id": meta["case_id"], "sample": _unit(meta)[1], "attempt": meta["attempt"],
                 "seq": self.work.next_seq(), "answer_model": s.answer_model, "answer": text,
                 "answer_temperature": temperature, "reasoning_effort": s.reasoning_effort, **columns})
-            self.work.answer_keys.add((meta["case_id"], meta["attempt"]))
-            self.work.answers[meta["case_id"]] = StoredAnswer(meta["attempt"], text, None)
+            self.work.answer_keys.add((*_unit(meta), meta["attempt"]))
+            self.work.answers[_unit(meta)] = StoredAnswer(meta["attempt"], text, None)
             self.counts.answers_done += 1
             return
         judge = self.judge_of(meta)
-        row = {"run_id": s.run_id, "case_id": meta["case_id"], "judge_model": judge, "judge_pass": meta["pass"],
+        row = {"run_id": s.run_id, "case_id": meta["case_id"], "sample": _unit(meta)[1], "judge_model": judge,
+               "judge_pass": meta["pass"],
                "attempt": meta["attempt"], "answer_attempt": meta["answer_attempt"], "judge_temperature": temperature,
                "raw_reply": text, **columns}
-        key = (meta["case_id"], judge, meta["pass"], meta["attempt"])
+        key = (*_unit(meta), judge, meta["pass"], meta["attempt"])
         try:
             decisions = parse_decisions(text, by_id[meta["case_id"]].item_ids)
         except InvalidJudgeReply as invalid:
@@ -152,36 +158,37 @@ class BatchLines:
             self.counts.reasks += 1
             return
         self.journal.append_many([("judgments", {**row, "seq": self.work.next_seq()}), *(
-            ("decisions", {"run_id": s.run_id, "case_id": meta["case_id"], "judge_model": judge,
+            ("decisions", {"run_id": s.run_id, "case_id": meta["case_id"], "sample": _unit(meta)[1],
+                           "judge_model": judge,
                            "judge_pass": meta["pass"], "item_id": i, "matched": m, "judgment_attempt": meta["attempt"]})
             for i, m in decisions.items())])
         self.work.judgment_keys.add(key)
-        self.work.judged.add((meta["case_id"], judge, meta["pass"]))
+        self.work.judged.add((*_unit(meta), judge, meta["pass"]))
         self.counts.judgments_done += 1
 
     def _failed(self, meta: dict[str, Any], error: str, started: str, finished: str) -> None:
         s = self.job.settings
-        common = {"run_id": s.run_id, "case_id": meta["case_id"], "attempt": meta["attempt"],
+        common = {"run_id": s.run_id, "case_id": meta["case_id"], "sample": _unit(meta)[1], "attempt": meta["attempt"],
                   "seq": self.work.next_seq(), "started_at": started, "finished_at": finished, "error": error}
         if meta["kind"] == "answer":
             self.journal.append("answers", {**common, "answer_model": s.answer_model,
                                             "reasoning_effort": s.reasoning_effort})
-            self.work.answer_keys.add((meta["case_id"], meta["attempt"]))
+            self.work.answer_keys.add((*_unit(meta), meta["attempt"]))
         else:
             judge = self.judge_of(meta)
             self.journal.append("judgments", {**common, "judge_model": judge, "judge_pass": meta["pass"],
                                               "answer_attempt": meta["answer_attempt"]})
-            self.work.judgment_keys.add((meta["case_id"], judge, meta["pass"], meta["attempt"]))
+            self.work.judgment_keys.add((*_unit(meta), judge, meta["pass"], meta["attempt"]))
 
     def _refund(self, meta: dict[str, Any]) -> None:
         """A try that does not count (temperature rejected: asked again without it next round)."""
-        tries, key = ((self.answer_tries, meta["case_id"]) if meta["kind"] == "answer"
-                      else (self.judge_tries, (meta["case_id"], meta["pass"])))
+        tries, key = ((self.answer_tries, _unit(meta)) if meta["kind"] == "answer"
+                      else (self.judge_tries, (*_unit(meta), meta["pass"])))
         if key in tries:  # (a batch resumed from an earlier process counted nothing here)
             tries[key] -= 1
 
     def _give_up(self, meta: dict[str, Any]) -> None:
         if meta["kind"] == "answer":
-            self._gave_up.add(meta["case_id"])
+            self._gave_up.add(_unit(meta))
         else:
-            self._gave_up_judging.add((meta["case_id"], meta["pass"]))
+            self._gave_up_judging.add((*_unit(meta), meta["pass"]))

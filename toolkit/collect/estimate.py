@@ -41,14 +41,14 @@ def estimate(plan: Plan, work: StoredWork, settings: CollectSettings, table: Pro
     out: list[CallEstimate] = []
     if plan.to_answer:
         assert settings.answer_endpoint is not None
-        prompt = sum(_tokens(protocol.answer_messages(by_id[c].prompt)) for c in plan.to_answer)
+        prompt = sum(_tokens(protocol.answer_messages(by_id[c].prompt)) for c, _ in plan.to_answer)
         out.append(_priced("answer", settings.answer_model, settings.answer_endpoint, len(plan.to_answer), prompt,
                            typical * len(plan.to_answer), table, batch))
     if plan.to_judge:
         prompt = completion = 0
-        for case_id, _ in plan.to_judge:
+        for case_id, sample, _ in plan.to_judge:
             case = by_id[case_id]
-            stored = work.answers.get(case_id)
+            stored = work.answers.get((case_id, sample))
             prompt += _tokens(case.messages(stored.text if stored else placeholder))
             completion += table.judge_completion_tokens_per_item * len(case.items)
         out.append(_priced("judge", plan.judge_model, settings.judge_endpoint, len(plan.to_judge), prompt, completion,

@@ -63,6 +63,14 @@ _CHECKS = {t: [(f.name, _checker(f.type), f.nullable or f.name in FILLED) for f 
            for t in RUN_TABLES}  # a FILLED column left out is stored at its old value
 
 
+def sampled(table: Any, row: Any) -> Any:
+    """A row without a FILLED column (``sample``) has its old value: written before the column existed (a
+    journal an older version left behind) or by a caller that asks once."""
+    if table not in _CHECKS or not isinstance(row, dict):
+        return row
+    return {**{c: v for c, v in FILLED.items() if c in TABLES[table].names and c not in row}, **row}
+
+
 def row_problem(table: str, row: Any) -> str | None:
     """Why ``row`` cannot be stored in ``table`` (a run table), or None when it fits the schema."""
     checks = _CHECKS.get(table)
@@ -87,9 +95,12 @@ def _line_records(line: Any) -> list[tuple[str, dict[str, Any]]] | None:
         return None
     records = []
     for record in line:
-        if not isinstance(record, dict) or row_problem(record.get("t"), record.get("r")) is not None:
+        if not isinstance(record, dict):
             return None
-        records.append((record["t"], record["r"]))
+        row = sampled(record.get("t"), record.get("r"))
+        if row_problem(record.get("t"), row) is not None:
+            return None
+        records.append((record["t"], row))
     return records
 
 
@@ -168,6 +179,7 @@ class RunJournal:
 
         JournalError, with nothing written, when a row does not fit its table's schema.
         """
+        records = [(table, sampled(table, row)) for table, row in records]
         for table, row in records:
             problem = row_problem(table, row)
             if problem is not None:

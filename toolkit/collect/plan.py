@@ -1,8 +1,9 @@
 """What a run already holds and what is left to call: the basis of resuming without paying twice.
 
 Read once at start, after the journal is recovered: the latest successful
-answer of each case, the (case, judge, pass) triples already judged validly,
-the next attempt numbers and the next ``seq``.
+answer of each (case, sample), the (case, sample, judge, pass) keys already
+judged validly, the next attempt numbers and the next ``seq``. A run with
+``--answer-samples K`` asks samples 0..K-1 of every case; each is judged.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import polars as pl
 from toolkit.sql import follow_commits
 from toolkit import protocol
 from toolkit.collect.judge import CaseToJudge
-from toolkit.collect.settings import CollectSettings
+from toolkit.collect.settings import CollectSettings, SettingsError
 from toolkit.collect.journal import pending_rows
 from toolkit.store import Store, StoreError
 from toolkit.tables import to_arrow
@@ -32,31 +33,40 @@ class StoredAnswer:
     latency_s: float | None
 
 
+Unit = tuple[str, int]  # (case, answer sample): what one answer call fills
+JudgeKey = tuple[str, int, str, int]  # (case, sample, judge, pass)
+
+
 @dataclass
 class StoredWork:
     """A run's stored progress; the runner advances the counters as it appends."""
 
-    answers: dict[str, StoredAnswer] = field(default_factory=dict)
-    answer_attempts: dict[str, int] = field(default_factory=dict)  # case -> highest attempt stored
-    judged: set[tuple[str, str, int]] = field(default_factory=set)  # valid (case, judge, pass)
-    judge_attempts: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    answers: dict[Unit, StoredAnswer] = field(default_factory=dict)
+    answer_attempts: dict[Unit, int] = field(default_factory=dict)  # (case, sample) -> highest attempt stored
+    judged: set[JudgeKey] = field(default_factory=set)  # valid (case, sample, judge, pass)
+    judge_attempts: dict[JudgeKey, int] = field(default_factory=dict)
     last_seq: int = 0
     # Keys of every stored row, failed ones included: a batch line whose row is already stored (a rerun
     # after a crash mid-ingest) is not stored again.
-    answer_keys: set[tuple[str, int]] = field(default_factory=set)  # (case, attempt)
-    judgment_keys: set[tuple[str, str, int, int]] = field(default_factory=set)  # (case, judge, pass, attempt)
+    answer_keys: set[tuple[str, int, int]] = field(default_factory=set)  # (case, sample, attempt)
+    judgment_keys: set[tuple[str, int, str, int, int]] = field(default_factory=set)  # JudgeKey + attempt
 
     def next_seq(self) -> int:
         self.last_seq += 1
         return self.last_seq
 
-    def next_answer_attempt(self, case_id: str) -> int:
-        self.answer_attempts[case_id] = self.answer_attempts.get(case_id, 0) + 1
-        return self.answer_attempts[case_id]
+    def next_answer_attempt(self, unit: Unit) -> int:
+        self.answer_attempts[unit] = self.answer_attempts.get(unit, 0) + 1
+        return self.answer_attempts[unit]
 
-    def next_judge_attempt(self, key: tuple[str, str, int]) -> int:
+    def next_judge_attempt(self, key: JudgeKey) -> int:
         self.judge_attempts[key] = self.judge_attempts.get(key, 0) + 1
         return self.judge_attempts[key]
+
+    @property
+    def samples_stored(self) -> int:
+        """Answer samples per case the run has asked for so far (highest sample attempted + 1; 0 when none)."""
+        return 1 + max((sample for _, sample in self.answer_attempts), default=-1)
 
 
 def read_stored_work(store: Store, run_id: str, journal: bool = False) -> StoredWork:
@@ -70,17 +80,20 @@ def read_stored_work(store: Store, run_id: str, journal: bool = False) -> Stored
         judgments = pl.concat([judgments, pl.from_arrow(to_arrow("judgments", rows.get("judgments", [])))])
     work = StoredWork()
     ok = answers.filter(pl.col("error").is_null() & pl.col("answer").is_not_null())
-    for case_id, attempt, text, latency in (ok.sort("attempt").group_by("case_id").last()
-                                            .select("case_id", "attempt", "answer", "latency_s").iter_rows()):
-        work.answers[case_id] = StoredAnswer(attempt, text, latency)
-    work.answer_attempts = dict(answers.group_by("case_id").agg(pl.col("attempt").max()).iter_rows())
-    valid = judgments.filter(pl.col("error").is_null()).select("case_id", "judge_model", "judge_pass")
-    work.judged = {(c, j, int(p)) for c, j, p in valid.iter_rows()}
-    for c, j, p, a in judgments.group_by("case_id", "judge_model", "judge_pass").agg(
+    for case_id, sample, attempt, text, latency in (
+            ok.sort("attempt").group_by("case_id", "sample").last()
+            .select("case_id", "sample", "attempt", "answer", "latency_s").iter_rows()):
+        work.answers[(case_id, int(sample))] = StoredAnswer(attempt, text, latency)
+    work.answer_attempts = {(c, int(s)): a for c, s, a in answers.group_by("case_id", "sample").agg(
+        pl.col("attempt").max()).iter_rows()}
+    valid = judgments.filter(pl.col("error").is_null()).select("case_id", "sample", "judge_model", "judge_pass")
+    work.judged = {(c, int(s), j, int(p)) for c, s, j, p in valid.iter_rows()}
+    for c, s, j, p, a in judgments.group_by("case_id", "sample", "judge_model", "judge_pass").agg(
             pl.col("attempt").max()).iter_rows():
-        work.judge_attempts[(c, j, int(p))] = a
-    work.answer_keys = set(answers.select("case_id", "attempt").iter_rows())
-    work.judgment_keys = set(judgments.select("case_id", "judge_model", "judge_pass", "attempt").iter_rows())
+        work.judge_attempts[(c, int(s), j, int(p))] = a
+    work.answer_keys = {(c, int(s), a) for c, s, a in answers.select("case_id", "sample", "attempt").iter_rows()}
+    work.judgment_keys = {(c, int(s), j, int(p), a) for c, s, j, p, a in judgments.select(
+        "case_id", "sample", "judge_model", "judge_pass", "attempt").iter_rows()}
     seqs = [s for s in (answers["seq"].max(), judgments["seq"].max()) if s is not None]
     work.last_seq = int(max(seqs, default=0))
     return work
@@ -88,33 +101,41 @@ def read_stored_work(store: Store, run_id: str, journal: bool = False) -> Stored
 
 @dataclass(frozen=True)
 class Plan:
-    """The calls a run still needs, in dataset order."""
+    """The calls a run still needs, case by case in dataset order, a case's samples together."""
 
     cases: tuple[CaseToJudge, ...]
-    to_answer: tuple[str, ...]
-    to_judge: tuple[tuple[str, int], ...]  # (case, pass) for the plan's judge model
+    to_answer: tuple[Unit, ...]
+    to_judge: tuple[tuple[str, int, int], ...]  # (case, sample, pass) for the plan's judge model
     judge_model: str
     skipped_answers: int
     skipped_judgments: int
-    unanswerable: int = 0  # judge-only plans: cases without a stored answer
+    unanswerable: int = 0  # judge-only plans: (case, sample) units without a stored answer
     answering: bool = True
 
 
 def make_plan(cases: list[CaseToJudge], work: StoredWork, judge_model: str, passes: tuple[int, ...],
-              answer: bool) -> Plan:
-    """``answer`` False: judge the stored answers only; cases the run attempted without a successful
-    answer are counted as unanswerable, cases it never attempted are not part of it."""
+              answer: bool, samples: int = 1, run_id: str = "") -> Plan:
+    """``answer`` False: judge the stored answers of every sample; units the run attempted without a
+    successful answer are counted as unanswerable, units it never attempted are not part of it.
+    ``samples``: answer samples 0..samples-1 per case; fewer than the run already asked for is refused
+    (those samples would be left unfinished without a word)."""
+    if answer and work.samples_stored > samples:
+        raise SettingsError(f"run {run_id!r} holds {work.samples_stored} answer samples per case, more than the "
+                            f"{samples} asked for: give --answer-samples {work.samples_stored} (or more) to resume it")
     answered = set(work.answers)
-    if not answer:
-        cases = [c for c in cases if c.case_id in work.answer_attempts or c.case_id in answered]
-    to_answer = tuple(c.case_id for c in cases if c.case_id not in answered) if answer else ()
-    judgeable = [c for c in cases if answer or c.case_id in answered]
-    to_judge = tuple((c.case_id, p) for c in judgeable for p in passes
-                     if (c.case_id, judge_model, p) not in work.judged)
+    if answer:
+        units = [(c.case_id, k) for c in cases for k in range(samples)]
+    else:
+        attempted = {*work.answer_attempts, *answered}
+        units = [(c.case_id, k) for c in cases for k in range(work.samples_stored) if (c.case_id, k) in attempted]
+        cases = [c for c in cases if any((c.case_id, k) in attempted for k in range(work.samples_stored))]
+    to_answer = tuple(u for u in units if u not in answered) if answer else ()
+    judgeable = [u for u in units if answer or u in answered]
+    to_judge = tuple((c, k, p) for c, k in judgeable for p in passes if (c, k, judge_model, p) not in work.judged)
     return Plan(tuple(cases), to_answer, to_judge, judge_model,
-                skipped_answers=len(cases) - len(to_answer) if answer else 0,
+                skipped_answers=len(units) - len(to_answer) if answer else 0,
                 skipped_judgments=len(judgeable) * len(passes) - len(to_judge),
-                unanswerable=0 if answer else len(cases) - len(judgeable), answering=answer)
+                unanswerable=0 if answer else len(units) - len(judgeable), answering=answer)
 
 
 def cases_from_store(store: Store, dataset_sha256: str) -> list[CaseToJudge]:

@@ -76,5 +76,5 @@ def _calls_due(store: Store, job, role: str) -> bool:
     if folder.is_dir() and load_state(folder) is not None:
         return True  # a batch in flight is asked about
     plan = make_plan(list(job.cases), read_stored_work(store, s.run_id, journal=True), s.judge_model,
-                     s.judge_passes, job.answer)
+                     s.judge_passes, job.answer, s.answer_samples, s.run_id)
     return bool(plan.to_answer) if role == "answer" else bool(plan.to_answer or plan.to_judge)

@@ -23,7 +23,7 @@ from toolkit.collect.client import (AdaptiveLimit, CallFailed, CallStats, ChatCl
 from toolkit.collect.batch_state import refuse_pending
 from toolkit.collect.judge import CaseToJudge, InvalidJudgeReply, parse_decisions
 from toolkit.collect.loop import interruptible, quiet_gc, run_sync
-from toolkit.collect.plan import Plan, StoredAnswer, StoredWork, make_plan, read_stored_work
+from toolkit.collect.plan import Plan, StoredAnswer, StoredWork, Unit, make_plan, read_stored_work
 from toolkit.collect.reach import refuse_unreachable
 from toolkit.collect.progress import Counts, Tracker, View, ViewFactory, view_factory
 from toolkit.collect.settings import CollectSettings, Endpoint
@@ -99,7 +99,7 @@ class CollectJob:
 
 
 class Collector:
-    """The calls of one run, made by ``concurrency`` workers over its cases in dataset order."""
+    """The calls of one run, made by ``concurrency`` workers over its (case, sample) units in dataset order."""
 
     def __init__(self, job: CollectJob, journal: RunJournal, work: StoredWork, plan: Plan,
                  clients: JobClients, counts: Counts):
@@ -110,12 +110,14 @@ class Collector:
         self.counts = counts
         self.clients = clients
         self.by_id = {c.case_id: c for c in plan.cases}
-        passes: dict[str, list[int]] = {}
-        for case_id, judge_pass in plan.to_judge:
-            passes.setdefault(case_id, []).append(judge_pass)
+        passes: dict[Unit, list[int]] = {}
+        for case_id, sample, judge_pass in plan.to_judge:
+            passes.setdefault((case_id, sample), []).append(judge_pass)
         self.passes = passes
-        todo = {*plan.to_answer, *passes}
-        self.jobs: list[str] = [c.case_id for c in plan.cases if c.case_id in todo]  # dataset order
+        # Dataset order, a case's samples next to each other: the workers take them together, so cases
+        # finish whole and a killed run leaves few cases with only some of their samples.
+        position = {c.case_id: i for i, c in enumerate(plan.cases)}
+        self.jobs: list[Unit] = sorted({*plan.to_answer, *passes}, key=lambda u: (position[u[0]], u[1]))
         counts.answers_total = len(plan.to_answer)
         counts.judgments_total = len(plan.to_judge)
         self.view: View | None = None
@@ -129,31 +131,32 @@ class Collector:
             for index in range(min(self.settings.concurrency, len(self.jobs))):
                 group.create_task(self._worker(jobs, index * RAMP_STEP_S))
 
-    async def _worker(self, jobs: Iterator[str], delay: float) -> None:
+    async def _worker(self, jobs: Iterator[Unit], delay: float) -> None:
         # Workers start RAMP_STEP_S apart: no burst of C identical requests at second 0 (the first
         # thing a provider's burst limit sees), and completions stay spread out instead of arriving
         # in lock-step waves that queue behind each other on the event loop.
         await asyncio.sleep(delay)
-        for case_id in jobs:  # one shared iterator: next() never awaits, so each case goes to one worker
-            await self._case(self.by_id[case_id])
+        for case_id, sample in jobs:  # one shared iterator: next() never awaits, so each unit goes to one worker
+            await self._unit(self.by_id[case_id], sample)
 
-    async def _case(self, case: CaseToJudge) -> None:
-        stored = self.work.answers.get(case.case_id)
+    async def _unit(self, case: CaseToJudge, sample: int) -> None:
+        stored = self.work.answers.get((case.case_id, sample))
         answer_started: float | None = None
         if stored is None:
             answer_started = time.monotonic()
-            stored = await self._answer(case)
+            stored = await self._answer(case, sample)
             if stored is None:
                 return
-        for judge_pass in self.passes.get(case.case_id, ()):
-            await self._judge(case, stored, judge_pass, answer_started)
+        for judge_pass in self.passes.get((case.case_id, sample), ()):
+            await self._judge(case, sample, stored, judge_pass, answer_started)
 
-    async def _answer(self, case: CaseToJudge) -> StoredAnswer | None:
+    async def _answer(self, case: CaseToJudge, sample: int) -> StoredAnswer | None:
         s = self.settings
         assert self.clients.answer is not None
-        attempt = self.work.next_answer_attempt(case.case_id)
+        unit = (case.case_id, sample)
+        attempt = self.work.next_answer_attempt(unit)
         started_at = now_iso()
-        row: dict[str, Any] = {"run_id": s.run_id, "case_id": case.case_id, "attempt": attempt,
+        row: dict[str, Any] = {"run_id": s.run_id, "case_id": case.case_id, "sample": sample, "attempt": attempt,
                                "answer_model": s.answer_model, "reasoning_effort": s.reasoning_effort}
         try:
             call = await self.clients.answer.complete(
@@ -164,28 +167,28 @@ class Collector:
             self.journal.append("answers", row)
             self.failures.append((case.case_id, failure.error))
             self.counts.answer_errors += 1
-            self.counts.judgments_total -= len(self.passes.get(case.case_id, ()))  # no answer, nothing to judge
+            self.counts.judgments_total -= len(self.passes.get(unit, ()))  # no answer, nothing to judge
             self._advance(answers=1)
             return None
         row.update(seq=self.work.next_seq(), answer=call.text, answer_temperature=call.temperature,
                    **_call_columns(call))
         self.journal.append("answers", row)
         stored = StoredAnswer(attempt, call.text, call.latency_s)
-        self.work.answers[case.case_id] = stored
+        self.work.answers[unit] = stored
         self._advance(answers=1)
         return stored
 
-    async def _judge(self, case: CaseToJudge, answer: StoredAnswer, judge_pass: int,
+    async def _judge(self, case: CaseToJudge, sample: int, answer: StoredAnswer, judge_pass: int,
                      answer_started: float | None) -> None:
         s, judge = self.settings, self.plan.judge_model
         assert self.clients.judge is not None
-        key = (case.case_id, judge, judge_pass)
+        key = (case.case_id, sample, judge, judge_pass)
         messages = case.messages(answer.text)
         last_error = "InvalidJudgeReply: no valid reply"
         for _ in range(1 + s.judge_reasks):
             attempt = self.work.next_judge_attempt(key)
             started_at = now_iso()
-            row: dict[str, Any] = {"run_id": s.run_id, "case_id": case.case_id, "judge_model": judge,
+            row: dict[str, Any] = {"run_id": s.run_id, "case_id": case.case_id, "sample": sample, "judge_model": judge,
                                    "judge_pass": judge_pass, "attempt": attempt, "answer_attempt": answer.attempt}
             try:
                 call = await self.clients.judge.complete(
@@ -210,7 +213,7 @@ class Collector:
                 continue
             row.update(seq=self.work.next_seq(), error=None)
             self.journal.append_many([("judgments", row), *(
-                ("decisions", {"run_id": s.run_id, "case_id": case.case_id, "judge_model": judge,
+                ("decisions", {"run_id": s.run_id, "case_id": case.case_id, "sample": sample, "judge_model": judge,
                                "judge_pass": judge_pass, "item_id": item_id, "matched": matched,
                                "judgment_attempt": attempt}) for item_id, matched in decisions.items())])
             self.work.judged.add(key)
@@ -305,7 +308,8 @@ def collect(store: Store, jobs: list[CollectJob], views: ViewFactory | None = No
             journals.append(journal)
             refuse_pending(journal.folder, job.settings.run_id)
             work = read_stored_work(store, job.settings.run_id)
-            plan = make_plan(list(job.cases), work, job.settings.judge_model, job.settings.judge_passes, job.answer)
+            plan = make_plan(list(job.cases), work, job.settings.judge_model, job.settings.judge_passes, job.answer,
+                             job.settings.answer_samples, job.settings.run_id)
             clients = pool.for_job(job.settings, plan)  # a missing key fails here, before anything is written
             if prepare is not None:
                 prepare(store, job)

@@ -22,6 +22,7 @@ NO_KEY = "no-key"  # what the SDK is given for an endpoint that needs none (it i
 # The attempt count is protocol.REFERENCE_MAX_ATTEMPTS (the reference runner's), not restated here.
 DEFAULT_CONCURRENCY = 16
 DEFAULT_JUDGE_PASSES = 1
+DEFAULT_ANSWER_SAMPLES = 1  # the protocol's one answer per case
 DEFAULT_JUDGE_REASKS = 2
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_RETRY_BASE_DELAY = 1.0
@@ -36,6 +37,7 @@ DEFAULT_PROGRESS = "auto"
 INT_RANGES: dict[str, tuple[int, int | None]] = {
     "concurrency": (1, 1000),
     "judge_passes": (1, 100),  # also each pass number given to --pass / passes=
+    "answer_samples": (1, 100),  # independent answers per case (--answer-samples; not --samples, the resamples)
     "max_retries": (1, 100),
     "judge_reasks": (0, 20),
     "limit": (1, None),
@@ -211,6 +213,7 @@ class CollectSettings:
     batch: bool = False  # through the Batch API instead of direct calls
     max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES  # a bigger reply is a failed call, neither stored nor kept
     selection: dict[str, Any] = field(default_factory=dict)  # smoke / limit / benchmarks, for the runs row
+    answer_samples: int = DEFAULT_ANSWER_SAMPLES  # answers 0..K-1 per case, each judged with every pass
 
     def describe(self) -> dict[str, Any]:
         """The runs row's settings JSON: endpoints by URL and variable names, never keys."""
@@ -225,4 +228,6 @@ class CollectSettings:
             "timeout_s": self.retry.timeout_s,
             "batch": self.batch,
             "selection": self.selection,
+            # only when asked: a one-answer run's runs row stays as it always was
+            **({"answer_samples": self.answer_samples} if self.answer_samples != DEFAULT_ANSWER_SAMPLES else {}),
         }

@@ -87,10 +87,10 @@ class SimProvider:
         self._batch_rng = random.Random(f"{config.seed}/batch")  # bad_json draws of batch lines
         self.stopping: asyncio.Event | None = None  # created on the server's loop
         self.bucket = TokenBucket(config.rate_limit_rps, config.rate_limit_burst) if config.rate_limit_rps else None
-        self._asked: dict[str, int] = {}  # noisy judge: how often each exact request was answered
+        self._asked: dict[str, int] = {}  # noisy judge, answer spread: how often each exact request was answered
 
     def asked_before(self, prompt: str) -> int:
-        """How many times this exact judge request was answered before (and count this one)."""
+        """How many times this exact request was answered before (and count this one)."""
         key = models.prompt_key(prompt)
         with self._fault_lock:
             count = self._asked.get(key, 0)
@@ -175,7 +175,9 @@ class SimProvider:
             else:
                 content = models.judge_reply(request)
         else:
-            content = models.answer_text(model, prompt, seed, self.index)
+            spread = self.config.answer_spread  # asks are counted per model and case only when they matter
+            ask = self.asked_before(f"{model.base}\x00{prompt}") if spread > 0 else 0
+            content = models.answer_text(model, prompt, seed, self.index, spread, ask)
         reasoning = models.answer_reasoning_tokens(model, models.request_rng(seed, "reasoning", model.base, prompt))
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         finish = "stop"

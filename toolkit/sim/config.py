@@ -29,6 +29,9 @@ class SimConfig:
     # whose Retry-After is the time until a token is free.
     rate_limit_rps: float = 0.0
     rate_limit_burst: int = 0
+    # Share of a case's rubric items an answer model treats afresh each time the case is asked (0: the same
+    # answer every time; 1: independent answers), so repeated answers to a case differ.
+    answer_spread: float = 0.0
 
     def __post_init__(self) -> None:
         if not is_loopback(self.host):
@@ -36,7 +39,7 @@ class SimConfig:
                              "(127.0.0.1, ::1 or localhost)")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"sim port {self.port}: must be 0..65535")
-        for name in ("rate_429", "rate_5xx", "rate_bad_json", "rate_timeout"):
+        for name in ("rate_429", "rate_5xx", "rate_bad_json", "rate_timeout", "answer_spread"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"sim {name} {value}: must be between 0 and 1")

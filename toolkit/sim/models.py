@@ -1,10 +1,11 @@
 """What the simulated models say: answer prose driven by the rubric, and a rule-following judge.
 
 Pure functions, no HTTP. Every random choice comes from a ``random.Random`` seeded with a
-SHA-256 of (server seed, model, prompt), so a reply never depends on request order. The one
-exception is the noisy judge's per-call slip, which also takes how many times this very request
-was asked before (the server counts): asking again draws afresh, as a real judge samples anew on
-each call even at temperature 0.
+SHA-256 of (server seed, model, prompt), so a reply never depends on request order. The
+exceptions draw per call and also take how many times this very request was asked before (the
+server counts): the noisy judge's slip (a real judge samples anew on each call even at temperature
+0), and, with an answer spread, an answer's redrawn items (the request of a case's second answer
+is the same as its first's: only the count tells them apart).
 """
 
 from __future__ import annotations
@@ -130,39 +131,53 @@ def last_user_text(messages: list[Mapping[str, Any]]) -> str:
 
 # -- answer model ----------------------------------------------------------
 
-def answer_text(model: SimModel, prompt: str, seed: int, index: RubricIndex) -> str:
+def answer_text(model: SimModel, prompt: str, seed: int, index: RubricIndex, spread: float = 0.0,
+                ask: int = 0) -> str:
     """Prose whose content follows the rubric of a known prompt with probabilities set by the skill.
 
+    The case's own answer is drawn once per (seed, model, prompt). With ``spread`` S > 0 each rubric
+    item's line is drawn afresh, with probability S, for the ``ask``-th time the case is asked: the
+    answers to a case differ by about S of their items (S = 1: independent answers), and a case's
+    answers are still the same set whatever order the asks come in. S = 0 gives today's one answer.
     An unknown prompt gets generic prose (batch lines and direct callers check ``index`` first)."""
     assert model.skill is not None
     rng = request_rng(seed, model.base, prompt)
     items = index.get(prompt)
     if items is None:
         return _generic_answer(rng)
-    skill = model.skill
-    lines: list[str] = []
-    for item in rng.sample(items, len(items)):  # answers rarely follow rubric order
-        text, points = criterion_core(item["text"]).rstrip("."), item["points"]
-        if points > 0:
-            if rng.random() < skill:
-                lines.append(rng.choice(_STATE) + _vary_case(text, rng) + ".")
-            elif rng.random() < 0.3 and len(text.split()) >= 6:
-                # a partial statement: a judge must not count it (protocol rule 3)
-                words = text.split()
-                lines.append(rng.choice(_STATE) + _vary_case(" ".join(words[: len(words) // 2]), rng) + ".")
-        elif points < 0:
-            if rng.random() < (1 - skill) * 0.5:
-                lines.append(rng.choice(_STATE) + _vary_case(text, rng) + ".")
-            elif rng.random() < 0.5:
-                lines.append(rng.choice(_WARN) + _vary_case(text, rng) + ".")
-        elif rng.random() < 0.5:
-            lines.append(rng.choice(_STATE) + _vary_case(text, rng) + ".")
+    order = rng.sample(range(len(items)), len(items))  # answers rarely follow rubric order
+    fixed = [_item_line(items[i], model.skill, rng) for i in order]
     opener = rng.choice(("Assessment and plan:", "Here is how I would approach this patient:",
                          "Summary of the key points:"))
     closer = rng.choice(("Arrange follow-up and reassess if the situation changes.",
                          "Document the plan and review the response at the next visit.",
                          "Escalate care promptly if the patient deteriorates."))
-    return "\n".join([opener, *lines, closer])
+    lines = fixed
+    if spread > 0:
+        fresh_rng, coin = (request_rng(seed, model.base, prompt, what, str(ask)) for what in ("ask", "redraw"))
+        fresh = [_item_line(items[i], model.skill, fresh_rng) for i in order]
+        lines = [new if coin.random() < spread else old for old, new in zip(fixed, fresh)]
+    return "\n".join([opener, *(line for line in lines if line is not None), closer])
+
+
+def _item_line(item: Mapping[str, Any], skill: float, rng: random.Random) -> str | None:
+    """What an answer says about one rubric item (None: nothing)."""
+    text, points = criterion_core(item["text"]).rstrip("."), item["points"]
+    if points > 0:
+        if rng.random() < skill:
+            return rng.choice(_STATE) + _vary_case(text, rng) + "."
+        if rng.random() < 0.3 and len(text.split()) >= 6:
+            # a partial statement: a judge must not count it (protocol rule 3)
+            words = text.split()
+            return rng.choice(_STATE) + _vary_case(" ".join(words[: len(words) // 2]), rng) + "."
+    elif points < 0:
+        if rng.random() < (1 - skill) * 0.5:
+            return rng.choice(_STATE) + _vary_case(text, rng) + "."
+        if rng.random() < 0.5:
+            return rng.choice(_WARN) + _vary_case(text, rng) + "."
+    elif rng.random() < 0.5:
+        return rng.choice(_STATE) + _vary_case(text, rng) + "."
+    return None
 
 
 def criterion_core(text: str) -> str:
