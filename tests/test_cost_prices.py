@@ -121,26 +121,35 @@ def _run(store: Store, dataset, run_id: str, model: str, answers: list[dict], ju
                                       for i, j in enumerate(judgments)])
 
 
-def test_run_dollars_equal_tokens_times_prices_by_hand(tmp_path: Path, sample_dataset) -> None:
-    store = Store.open(tmp_path / "store")
-    store.write_dataset(sample_dataset)
-    answers = [{"attempt": 1, "p": 1200, "c": 800, "r": 300},
+ANSWERS = [{"attempt": 1, "p": 1200, "c": 800, "r": 300},
                {"attempt": 1, "p": 900, "c": 400},  # reasoning not reported: all 400 at the output rate
                {"attempt": 1, "answer": None, "error": "APITimeoutError: timed out"},  # no reply, no usage: free
-               {"attempt": 2, "answer": None, "error": "ReplyTooLarge: cut", "p": 100, "c": 50}]  # paid for
-    judgments = [{"attempt": 1, "p": 3000, "c": 40}, {"attempt": 2, "error": "InvalidReply: x", "p": 3100, "c": 60}]
-    _run(store, sample_dataset, "priced", "ans-1", answers, judgments)
-    _run(store, sample_dataset, "unpriced", "other-model", answers, judgments)
-    _run(store, sample_dataset, "unreported", "ans-1", [{"attempt": 1}], judgments)
-    _run(store, sample_dataset, "batched", "ans-1", answers, judgments, steps=[
+           {"attempt": 2, "answer": None, "error": "ReplyTooLarge: cut", "p": 100, "c": 50}]  # paid for
+JUDGMENTS = [{"attempt": 1, "p": 3000, "c": 40}, {"attempt": 2, "error": "InvalidReply: x", "p": 3100, "c": 60}]
+ANSWER_USD = ((1200 * 1.0 + 500 * 4.0 + 300 * 6.0) + (900 * 1.0 + 400 * 4.0) + (100 * 1.0 + 50 * 4.0)) / 1e6
+JUDGE_USD = ((3000 + 3100) * 0.5 + (40 + 60) * 2.0) / 1e6
+TOKENS = 1200 + 800 + 900 + 400 + 100 + 50 + 3000 + 40 + 3100 + 60
+
+
+def _store(root: Path, dataset) -> Store:
+    store = Store.open(root)
+    store.write_dataset(dataset)
+    answers, judgments = ANSWERS, JUDGMENTS
+    _run(store, dataset, "priced", "ans-1", answers, judgments)
+    _run(store, dataset, "unpriced", "other-model", answers, judgments)
+    _run(store, dataset, "unreported", "ans-1", [{"attempt": 1}], judgments)
+    _run(store, dataset, "batched", "ans-1", answers, judgments, steps=[
         {"kind": "run", "settings": {"batch": True}}])
-    _run(store, sample_dataset, "mixed", "ans-1", answers, judgments, steps=[
+    _run(store, dataset, "mixed", "ans-1", answers, judgments, steps=[
         {"kind": "run", "settings": {"batch": True}}, {"kind": "run", "settings": {"batch": False}}])
+    return store
+
+
+def test_run_dollars_equal_tokens_times_prices_by_hand(tmp_path: Path, sample_dataset) -> None:
+    store = _store(tmp_path / "store", sample_dataset)
+    answer_usd, judge_usd = ANSWER_USD, JUDGE_USD
     costs = {r["run_id"]: r for r in run_costs(read_runs(store, store.run_ids(), texts=False),
                                                _table(tmp_path)).iter_rows(named=True)}
-
-    answer_usd = ((1200 * 1.0 + 500 * 4.0 + 300 * 6.0) + (900 * 1.0 + 400 * 4.0) + (100 * 1.0 + 50 * 4.0)) / 1e6
-    judge_usd = ((3000 + 3100) * 0.5 + (40 + 60) * 2.0) / 1e6
     priced = costs["priced"]
     assert priced["answer_calls"] == 3 and priced["judge_calls"] == 2  # the call without a reply is not counted
     assert priced["answer_usd"] == pytest.approx(answer_usd, rel=1e-12)
@@ -148,8 +157,10 @@ def test_run_dollars_equal_tokens_times_prices_by_hand(tmp_path: Path, sample_da
     assert priced["usd"] == pytest.approx(answer_usd + judge_usd, rel=1e-12)
     assert priced["usd_per_answer_call"] == pytest.approx(answer_usd / 3, rel=1e-12)
     assert priced["usd_per_judge_call"] == pytest.approx(judge_usd / 2, rel=1e-12)
-    assert priced["tokens"] == 1200 + 800 + 900 + 400 + 100 + 50 + 3000 + 40 + 3100 + 60
-    assert priced["cost"] == cost_text(answer_usd + judge_usd, None) == f"${answer_usd + judge_usd:,.2f}"
+    assert priced["tokens"] == TOKENS
+    assert priced["cost"] == cost_text(answer_usd + judge_usd, None) == f"${answer_usd + judge_usd:.4f}"
+    assert cost_text(1234.567, 9) == "$1,234.57" and cost_text(0.0, 9) == "$0.00" and cost_text(None, 12345) == \
+        "12,345 tokens"
 
     unpriced = costs["unpriced"]  # the judge is priced, the answer model is not: no total in dollars
     assert unpriced["answer_usd"] is None and unpriced["judge_usd"] == pytest.approx(judge_usd)
@@ -157,3 +168,30 @@ def test_run_dollars_equal_tokens_times_prices_by_hand(tmp_path: Path, sample_da
     assert costs["unreported"]["tokens"] is None and costs["unreported"]["cost"] == "unknown"
     assert costs["batched"]["usd"] == pytest.approx(0.5 * (answer_usd + judge_usd), rel=1e-12)
     assert costs["mixed"]["usd"] is None and costs["mixed"]["cost"].endswith(" tokens")
+
+
+def test_bedside_runs_shows_dollars_where_priced_and_tokens_where_not(tmp_path: Path, sample_dataset,
+                                                                        monkeypatch) -> None:
+    from tests.test_cli_process import bedside_process
+
+    store = str(_store(tmp_path / "store", sample_dataset).root)
+    prices = tmp_path / "prices.toml"
+    prices.write_text(TABLE)
+    monkeypatch.delenv("BEDSIDE_PRICES", raising=False)
+    done = bedside_process(["runs", "--store", store, "--prices", str(prices), "--json"])
+    assert done.returncode == 0, done.stderr
+    listed = {r["run_id"]: r for r in json.loads(done.stdout)}
+    assert listed["priced"]["cost_usd"] == pytest.approx(ANSWER_USD + JUDGE_USD, rel=1e-12)
+    assert listed["priced"]["cost"] == f"${ANSWER_USD + JUDGE_USD:.4f}"
+    assert listed["unpriced"]["cost_usd"] is None and listed["unpriced"]["cost"] == f"{TOKENS:,} tokens"
+    monkeypatch.setenv("BEDSIDE_PRICES", str(prices))  # the environment names the same table
+    done = bedside_process(["runs", "--store", store, "--wide"])
+    assert done.returncode == 0, done.stderr
+    assert f"${ANSWER_USD + JUDGE_USD:.4f}" in done.stdout and f"{TOKENS:,} tokens" in done.stdout
+    monkeypatch.delenv("BEDSIDE_PRICES")
+    done = bedside_process(["runs", "--store", store, "--wide"])  # the built-in table prices only sim/
+    assert "$" not in done.stdout and f"{TOKENS:,} tokens" in done.stdout
+    prices.write_text('[models."m"]\ninput = "free"\noutput = 1\n')
+    done = bedside_process(["runs", "--store", store, "--prices", str(prices)])
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.strip().count("\n") == 0 and "prices.toml: models.'m': input: 'free'" in done.stderr

@@ -14,7 +14,7 @@ import click
 
 from toolkit import protocol
 from toolkit.cli.common import CommandError, emit, say
-from toolkit.cli.options import dataset_option, one_run_option, store_option, wide_option
+from toolkit.cli.options import dataset_option, one_run_option, prices_option, store_option, wide_option
 from toolkit.collect.settings import (DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES, DEFAULT_JUDGE_REASKS,
                                       DEFAULT_MAX_REPLY_BYTES, DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY,
                                       DEFAULT_TIMEOUT_S, FLOAT_RANGES,
@@ -59,8 +59,7 @@ def call_options(func):
                      default=DEFAULT_MAX_REPLY_BYTES, show_default=True,
                      help="A bigger reply is a failed call (ReplyTooLarge), neither stored nor kept."),
         click.option("--dry-run", is_flag=True, help="Print the calls, tokens and cost it would take; call nothing."),
-        click.option("--prices", "prices_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-                     help="Price table (TOML, USD per 1M tokens) for --dry-run's dollars [default: $BEDSIDE_PRICES]."),
+        prices_option,  # for --dry-run's dollars
         click.option("--batch", is_flag=True, help="Use the provider's Batch API (slower, usually half price)."),
         click.option("--cancel-batch", is_flag=True,
                      help="Cancel the run's batch in flight, store the lines it finished, and stop."),

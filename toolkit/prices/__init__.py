@@ -156,7 +156,8 @@ def _discount(entry: dict[str, Any], where: str) -> float | None:
 
 
 def cost_text(usd: float | None, tokens: int | None) -> str:
-    """``$1.23`` where the dollars are known, else ``1,234 tokens`` (never a guess), else ``unknown``."""
+    """``$1.23`` (below a dollar ``$0.0123``: small runs are not all "$0.01") where the dollars are known, else
+    ``1,234 tokens`` (never a guess), else ``unknown``."""
     if usd is not None:
-        return f"${usd:,.2f}"
+        return f"${usd:,.2f}" if usd >= 1 or usd == 0 else f"${usd:.4f}"
     return "unknown" if tokens is None else f"{tokens:,} tokens"
