@@ -17,7 +17,10 @@ from toolkit.text import visible
 @wide_option
 @click.pass_context
 def runs(ctx: click.Context, as_json: bool, store_dir: str | None, prices_file: str | None) -> None:
-    """List, remove and rename the runs of the store, with what each cost (dollars where priced, else tokens)."""
+    """List, remove and rename the runs of the store.
+
+    The list shows what each run cost: dollars where its models are priced (--prices), else its tokens.
+    """
     ctx.obj = {"store_dir": store_dir}
     if ctx.invoked_subcommand is not None:
         return
