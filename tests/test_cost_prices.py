@@ -195,3 +195,25 @@ def test_bedside_runs_shows_dollars_where_priced_and_tokens_where_not(tmp_path: 
     done = bedside_process(["runs", "--store", store, "--prices", str(prices)])
     assert done.returncode != 0 and done.stdout == ""
     assert done.stderr.strip().count("\n") == 0 and "prices.toml: models.'m': input: 'free'" in done.stderr
+
+
+def test_compare_says_what_each_run_cost(tmp_path: Path, demo_store: Path) -> None:
+    import polars as pl
+
+    from tests.test_cli_process import bedside_process
+
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."sim/*"]\ninput = 1.5\noutput = 6.0\nreasoning = 9.0\n')
+    done = bedside_process(["compare", "--all", "--store", str(demo_store), "--prices", str(prices),
+                            "--format", "json", "--section", "leaderboard"])
+    assert done.returncode == 0, done.stderr
+    note = next(n for n in json.loads(done.stdout)["notes"] if n.startswith("cost (prices: "))
+    store = Store.open(demo_store)
+    for run in store.run_ids():
+        usd = 0.0
+        for table in ("answers", "judgments"):
+            rows = store.read(table, [run]).filter(pl.col("prompt_tokens").is_not_null() | pl.col("error").is_null())
+            reasoning = rows["reasoning_tokens"].fill_null(0)
+            usd += float((rows["prompt_tokens"].fill_null(0) * 1.5 + (rows["completion_tokens"].fill_null(0)
+                          - reasoning) * 6.0 + reasoning * 9.0).sum()) / 1e6
+        assert f"{run} ${usd:.4f}" in note
