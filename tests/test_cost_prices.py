@@ -217,3 +217,28 @@ def test_compare_says_what_each_run_cost(tmp_path: Path, demo_store: Path) -> No
             usd += float((rows["prompt_tokens"].fill_null(0) * 1.5 + (rows["completion_tokens"].fill_null(0)
                           - reasoning) * 6.0 + reasoning * 9.0).sum()) / 1e6
         assert f"{run} ${usd:.4f}" in note
+
+
+def test_the_report_shows_dollars_in_its_run_table_and_cost_figure(tmp_path: Path, demo_store: Path) -> None:
+    import polars as pl
+
+    from toolkit.report import ReportOptions, write_report
+
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."sim/*"]\ninput = 1.5\noutput = 6.0\n')
+    store = Store.open(demo_store)
+    paths = write_report(store, None, tmp_path / "report", ReportOptions(samples=200, prices=str(prices)))
+    costs = run_costs(read_runs(store, store.run_ids(), texts=False), load_prices(prices))
+    runs = pl.read_csv(paths.directory / "tables" / "runs.csv")
+    want = dict(costs.select("run_id", "cost").iter_rows())
+    assert dict(runs.select("run_id", "cost").iter_rows()) == want and all(c.startswith("$") for c in want.values())
+    figure = pl.read_csv(paths.directory / "tables" / "figure_cost.csv")
+    called = store.read("answers").group_by("run_id").agg(pl.col("case_id").n_unique().alias("n"))
+    for run_id, usd_per_case in figure.select("run_id", "usd_per_case").iter_rows():
+        usd = costs.filter(pl.col("run_id") == run_id)["usd"][0]
+        assert usd_per_case == pytest.approx(usd / called.filter(pl.col("run_id") == run_id)["n"][0], rel=1e-9)
+    html = paths.html.read_text(encoding="utf-8")
+    assert "--prices" in html and str(prices.resolve()) in html  # the command that rebuilds it prices it alike
+    plain = write_report(store, None, tmp_path / "plain", ReportOptions(samples=200, figures=False))
+    shown = pl.read_csv(plain.directory / "tables" / "runs.csv")
+    assert shown["cost"].to_list() == ["$0.00"] * shown.height  # the built-in table prices sim/ at nothing
