@@ -5,6 +5,7 @@ written here, with tokens shown where a price or a count is missing."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -237,8 +238,36 @@ def test_the_report_shows_dollars_in_its_run_table_and_cost_figure(tmp_path: Pat
     for run_id, usd_per_case in figure.select("run_id", "usd_per_case").iter_rows():
         usd = costs.filter(pl.col("run_id") == run_id)["usd"][0]
         assert usd_per_case == pytest.approx(usd / called.filter(pl.col("run_id") == run_id)["n"][0], rel=1e-9)
+    from toolkit import figures
+    from toolkit.selection import JudgeSelection, per_case
+
+    data = read_runs(store, store.run_ids(), texts=False)
+    cases = per_case(data, JudgeSelection())
+    assert figures.cost(data, cases, costs).axes[0].get_xlabel().startswith("USD per case")
+    some_unpriced = costs.with_columns(usd=pl.when(pl.col("run_id") == "sim/weak").then(None).otherwise("usd"))
+    assert figures.cost(data, cases, some_unpriced).axes[0].get_xlabel().startswith("prompt + completion tokens")
     html = paths.html.read_text(encoding="utf-8")
     assert "--prices" in html and str(prices.resolve()) in html  # the command that rebuilds it prices it alike
     plain = write_report(store, None, tmp_path / "plain", ReportOptions(samples=200, figures=False))
     shown = pl.read_csv(plain.directory / "tables" / "runs.csv")
     assert shown["cost"].to_list() == ["$0.00"] * shown.height  # the built-in table prices sim/ at nothing
+
+
+def test_a_dry_run_prices_its_calls_from_the_given_table(tmp_path: Path) -> None:
+    from tests.test_cli_process import bedside_process
+
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."ans"]\ninput = 2.0\noutput = 8.0\n[models."judge-*"]\ninput = 1.0\noutput = 4.0\n')
+    args = ["run", "--answer-model", "ans", "--judge-model", "judge-x", "--base-url", "http://127.0.0.1:9/v1",
+            "--judge-base-url", "http://127.0.0.1:9/v1", "--store", str(tmp_path / "store"), "--dry-run"]
+    done = bedside_process([*args, "--prices", str(prices)])
+    assert done.returncode == 0, done.stderr
+    lines = {line.split(":")[0]: line for line in done.stdout.splitlines()}
+    for kind, (rate_in, rate_out) in {"answer": (2.0, 8.0), "judge": (1.0, 4.0)}.items():
+        prompt, completion = (int(n.replace(",", "")) for n in
+                              re.findall(r"~([0-9,]+) (?:prompt|completion)", lines[kind]))
+        assert f"~${(prompt * rate_in + completion * rate_out) / 1e6:,.2f}" in lines[kind]
+    assert f"prices: {prices}" in lines["total"]
+    done = bedside_process([*args, "--prices", str(tmp_path / "missing.toml")])
+    assert done.returncode != 0 and done.stdout == "" and not (tmp_path / "store").exists()
+    assert done.stderr.strip() == f"bedside: error: price table {tmp_path / 'missing.toml'}: No such file or directory"

@@ -23,7 +23,8 @@ def _components(tmp_path: Path, body: object) -> str:
 
 
 def test_plan_prints_the_planners_design_and_every_alternative(tmp_path: Path) -> None:
-    path = _components(tmp_path, {"rho": 0.5, "components": RECORDS})
+    overall = {"benchmark": "overall", "var_case": 9.0, "var_answer": 9.0, "var_judge": 9.0}  # left out
+    path = _components(tmp_path, {"rho": 0.5, "components": [*RECORDS, overall]})
     done = bedside_process(["plan", "--target-mdd", "0.05", "--components", path, "--answer-cost", "0.002",
                             "--judge-cost", "0.004", "--max-cases", "80", "--format", "json"])
     assert done.returncode == 0, done.stderr

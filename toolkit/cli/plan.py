@@ -2,7 +2,8 @@
 difference, or the smallest difference a budget detects, over ``toolkit.analysis.design.plan_design``.
 
 Variance components come from ``--components FILE.json`` (a list of records benchmark, var_case, var_answer,
-var_judge[, run_id][, rho], or an object holding such a list under "components" and optionally "rho"); the
+var_judge[, run_id][, rho], or an object holding such a list under "components" and optionally "rho"; a record
+of benchmark "overall" is left out, the design being planned per benchmark); the
 toolkit does not estimate them from a store here. With ``--run A --run B`` the runs supply what the store
 knows: USD per answer call and per judge call (their stored tokens x the price table) and the between-model
 correlation of case means (the covariance of their case scores over the components' case variances).
@@ -125,6 +126,7 @@ def _read_components(path: str, runs: set[str]) -> tuple[list[dict], Any]:
         data = data.get("components")
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise CommandError([f"{path}: expected a list of component records (or {{\"components\": [...]}})"])
+    data = [r for r in data if str(r.get("benchmark")).lower() != "overall"]  # the plan is per benchmark
     if runs and any("run_id" in r for r in data):
         data = [r for r in data if r.get("run_id") in runs]
         if not data:
