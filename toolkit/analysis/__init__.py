@@ -7,7 +7,8 @@ case scores), ``ranking`` (who is ranked, rank intervals, tie groups), ``pairs``
 ``wilcoxon`` and ``van_elteren`` (signed-rank p, plain and stratified),
 ``ratios`` (ratios of case sums with case-resampled intervals), ``items``, ``harms``,
 ``reliability`` (kappa, alpha) and ``agreement``, ``judge_noise`` (the gap the judge alone could make),
-``planning`` (power and cases needed), ``design`` (cases, answers and judge passes at least cost), ``runs`` (run facts, which runs are comparable).
+``planning`` (power and cases needed), ``design`` (cases, answers and judge passes at least cost),
+``costs`` (what stored runs cost), ``runs`` (run facts, which runs are comparable).
 """
 
 from toolkit.analysis.agreement import Agreement, AgreementOptions, judge_agreement

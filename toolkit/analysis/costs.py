@@ -31,7 +31,8 @@ def batch_mode(steps: str | None, settings: str | None) -> bool | None:
         listed = json.loads(steps) if steps else []
     except ValueError:
         listed = []
-    modes = {bool((s.get("settings") or {}).get("batch")) for s in listed if isinstance(s, dict) and s.get("kind") == "run"}
+    modes = {bool((s.get("settings") or {}).get("batch")) for s in listed
+             if isinstance(s, dict) and s.get("kind") == "run"}
     if not modes:
         try:
             modes = {bool(json.loads(settings or "{}").get("batch"))}

@@ -230,8 +230,8 @@ def cost(data: RunData, cases: pl.DataFrame, costs: pl.DataFrame | None = None, 
     """Overall score against cost per case (left) and median answer latency (right), one point per run.
 
     The cost is in dollars (every answer and judge call, ``costs``) when every run drawn is priced and not all
-    are free, else in tokens: the scored answer's prompt + completion tokens (reasoning tokens are part of the completion;
-    the judge's are not counted). Never both on one axis. Raises ValueError when no run has usage.
+    are free, else in tokens: the scored answer's prompt + completion tokens (reasoning tokens are part of the
+    completion; the judge's are not counted). Never both on one axis. Raises ValueError when no run has usage.
     """
     frame = cost_data(data, cases, costs, palette) if twin is None else twin
     runs = frame["run_id"].to_list()
