@@ -103,3 +103,22 @@ def test_at_the_planned_design_the_paired_t_finds_the_target_difference_80_perce
     found = _simulated_power(comps, c["cases_per_benchmark"], c["answers_per_case"], c["judge_passes"], 0.05,
                              reps, seed=19)
     assert 0.78 <= found <= 0.82, (found, c)
+
+
+def test_the_correlation_of_case_means_is_the_scores_covariance_over_the_case_variances() -> None:
+    import polars as pl
+
+    from toolkit.analysis.design import case_mean_correlation
+
+    rng = np.random.default_rng(7)
+    n, rho, var_case, noise = 4000, 0.6, 0.04, 0.03  # noise: answer and judge parts of one case score
+    shared, own = rng.standard_normal(n), rng.standard_normal(n)
+    a = 0.2 * shared + math.sqrt(noise) * rng.standard_normal(n)
+    b = 0.2 * (rho * shared + math.sqrt(1 - rho ** 2) * own) + math.sqrt(noise) * rng.standard_normal(n)
+    cases = pl.DataFrame({"run_id": ["A"] * n + ["B"] * n, "benchmark": ["x"] * (2 * n),
+                          "case_id": [str(i) for i in range(n)] * 2, "score": [*a, *b]})
+    found = case_mean_correlation(cases, "A", "B", {"x": var_case}, {"x": var_case})["x"]
+    assert found == pytest.approx(np.cov(a, b)[0, 1] / var_case, rel=1e-9)  # the identity, exactly
+    assert found == pytest.approx(rho, abs=0.05)  # the planted rho, not the noise-attenuated one
+    assert np.corrcoef(a, b)[0, 1] < rho - 0.15  # what the observed scores' correlation would have said
+    assert case_mean_correlation(cases, "A", "B", {}, {"x": var_case}) == {}  # unknown case variance: left out

@@ -73,6 +73,16 @@ def call_costs(data: RunData, prices: PriceTable) -> pl.DataFrame:
     return frame.with_columns(usd=pl.Series(usd, dtype=pl.Float64))
 
 
+def usd_per_call(costs: pl.DataFrame) -> dict[str, float | None]:
+    """USD per answer call and per judge call over the runs of ``costs`` (``run_costs`` rows) taken together:
+    their dollars over their calls, None for a kind some run has unpriced (or no such call)."""
+    out: dict[str, float | None] = {}
+    for kind in ("answer", "judge"):
+        usd, calls = costs[f"{kind}_usd"], int(costs[f"{kind}_calls"].sum())
+        out[kind] = float(usd.sum()) / calls if usd.null_count() == 0 and calls else None
+    return out
+
+
 def run_costs(data: RunData, prices: PriceTable) -> pl.DataFrame:
     """Per run of ``data.runs`` (in its order): answer and judge calls, tokens (null when some call did not report
     them), ``answer_usd``, ``judge_usd``, ``usd`` (null unless every part is priced), USD per answer call and

@@ -48,7 +48,7 @@ from typing import Mapping, Sequence
 import polars as pl
 
 from toolkit.analysis.paired_t import LEVEL, POWER
-from toolkit.analysis.planning import MAX_CASES, cases_needed, detectable, power
+from toolkit.analysis.planning import MAX_CASES, cases_needed, detectable, pair_variance, power
 
 COMPONENTS = ("var_case", "var_answer", "var_judge")
 DEFAULT_MAX_ANSWERS = 5
@@ -105,6 +105,21 @@ def components_from_rows(rows: Sequence[Mapping], rho: float | Mapping[str, floa
         a, b = found[0], found[-1]
         out.append(Components(benchmark, *(float(a[c]) for c in COMPONENTS), float(r),
                               *((float(b[c]) for c in COMPONENTS) if len(found) == 2 else (None, None, None))))
+    return out
+
+
+def case_mean_correlation(cases: pl.DataFrame, run_a: str, run_b: str, var_case_a: Mapping[str, float],
+                          var_case_b: Mapping[str, float]) -> dict[str, float]:
+    """Per benchmark, the correlation rho of the two runs' case MEANS from their observed case scores
+    (``per_case`` rows): answer and judge noise is drawn afresh for each run, so the scores' covariance is the
+    case means' and rho = cov(s_A, s_B) / sqrt(var_case_A var_case_B) (clipped to [-1, 1]). Benchmarks where
+    a run's scores do not vary or a case variance is 0 or unknown are left out."""
+    out = {}
+    for row in pair_variance(cases, run_a, run_b).iter_rows(named=True):
+        va, vb = var_case_a.get(row["benchmark"]), var_case_b.get(row["benchmark"])
+        if row["rho"] is None or not va or not vb:
+            continue
+        out[row["benchmark"]] = max(-1.0, min(1.0, row["rho"] * row["sd_a"] * row["sd_b"] / math.sqrt(va * vb)))
     return out
 
 

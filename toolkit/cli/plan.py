@@ -12,7 +12,6 @@ correlation of case means (the covariance of their case scores over the componen
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import click
@@ -141,10 +140,8 @@ def _read_components(path: str, runs: set[str]) -> tuple[list[dict], Any]:
 def _from_runs(store_dir: str | None, run_ids: tuple[str, ...], prices_file: str | None,
                records: list[dict]) -> dict[str, Any]:
     """USD per answer and judge call (mean over both runs), rho of case means per benchmark, cases available."""
-    import polars as pl
-
-    from toolkit.analysis.costs import run_costs
-    from toolkit.analysis.planning import pair_variance
+    from toolkit.analysis.costs import run_costs, usd_per_call
+    from toolkit.analysis.design import case_mean_correlation
     from toolkit.cli.common import open_store
     from toolkit.prices import load_prices
     from toolkit.selection import JudgeSelection, per_case, read_runs
@@ -153,27 +150,20 @@ def _from_runs(store_dir: str | None, run_ids: tuple[str, ...], prices_file: str
     run_a, run_b = list(dict.fromkeys(run_ids))
     data = read_runs(store, [run_a, run_b], texts=False)
     out: dict[str, Any] = {}
-    costs = run_costs(data, load_prices(prices_file))
-    for kind in ("answer", "judge"):
-        usd, calls = costs[f"{kind}_usd"], costs[f"{kind}_calls"].sum()
-        if usd.null_count() == 0 and calls:
-            out[f"{kind}_cost"] = float(usd.sum()) / calls
+    for kind, usd in usd_per_call(run_costs(data, load_prices(prices_file))).items():
+        if usd is not None:
+            out[f"{kind}_cost"] = usd
         else:
             out["why"] = f"the {kind} calls of the runs are not priced"
-    pairs = pair_variance(per_case(data, JudgeSelection()), run_a, run_b)
-    case_var: dict[tuple[str | None, str], float] = {(r.get("run_id"), str(r["benchmark"])): r.get("var_case")
-                                                     for r in records}
-    rho: dict[str, float] = {}
-    for row in pairs.iter_rows(named=True):
-        va = case_var.get((run_a, row["benchmark"]), case_var.get((None, row["benchmark"])))
-        vb = case_var.get((run_b, row["benchmark"]), case_var.get((None, row["benchmark"])))
-        if row["rho"] is None or not va or not vb:
-            continue
-        # answer and judge noise is independent between runs: the scores' covariance is the case means'
-        rho[row["benchmark"]] = max(-1.0, min(1.0, row["rho"] * row["sd_a"] * row["sd_b"] / math.sqrt(va * vb)))
+
+    def case_var(run: str) -> dict[str, float]:  # a run's own record, else the one record of both runs
+        shared = {str(r["benchmark"]): r["var_case"] for r in records if r.get("run_id") is None}
+        return {**shared, **{str(r["benchmark"]): r["var_case"] for r in records if r.get("run_id") == run}}
+
+    rho = case_mean_correlation(per_case(data, JudgeSelection()), run_a, run_b, case_var(run_a), case_var(run_b))
     if rho:
         out["rho"] = rho
-    sizes = data.cases.group_by("benchmark").agg(pl.len().alias("n"))
+    sizes = data.cases["benchmark"].value_counts()
     if sizes.height:
-        out["max_cases"] = int(sizes["n"].min())
+        out["max_cases"] = int(sizes["count"].min())
     return out
