@@ -81,10 +81,9 @@ def test_hostile_run_ids_and_model_names_stay_inside_the_store(tmp_path: Path) -
 
 
 def test_dry_run_calls_nothing_and_writes_nothing(tmp_path: Path, monkeypatch) -> None:
-    prices = tmp_path / "providers.toml"
-    bundled = (ROOT / "toolkit" / "collect" / "providers.toml").read_text()
-    prices.write_text(bundled + '\n[prices.models."ans"]\nprompt = 2.0\ncompletion = 8.0\n')
-    monkeypatch.setenv("BEDSIDE_PROVIDERS", str(prices))
+    prices = tmp_path / "prices.toml"
+    prices.write_text('batch_discount = 0.5\n[models."ans"]\ninput = 2.0\noutput = 8.0\n')
+    monkeypatch.setenv("BEDSIDE_PRICES", str(prices))
     with Recorder(lambda b: completion("x")) as rec:
         args = ("run", "--answer-model", "ans", "--judge-model", "judge", "--base-url", rec.base_url,
                 "--judge-base-url", rec.base_url, "--store", tmp_path / "store", "--judge-passes", "2")

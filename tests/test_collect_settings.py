@@ -10,6 +10,7 @@ from toolkit import protocol
 from toolkit.collect.estimate import estimate
 from toolkit.collect.judge import CaseToJudge
 from toolkit.collect.plan import StoredAnswer, StoredWork, make_plan
+from toolkit.prices import parse_prices
 from toolkit.collect.settings import (CollectSettings, Endpoint, SettingsError, load_providers, resolve_endpoint,
                                       resolve_judge_endpoint)
 
@@ -60,8 +61,8 @@ def test_bad_provider_files_are_reported_with_file_and_field(tmp_path: Path) -> 
     bad.write_text('[default]\nbase_url = "https://x"\n[[provider]]\nname = "x"\n')
     with pytest.raises(SettingsError, match=r"p.toml: provider\[0\].prefix"):
         load_providers(bad)
-    bad.write_text('[default]\nbase_url = "https://x"\n[prices.models."m"]\nprompt = "free"\ncompletion = 1\n')
-    with pytest.raises(SettingsError, match=r"prices.models.'m'"):
+    bad.write_text('[default]\nbase_url = "https://x"\n[prices.models."m"]\nprompt = 1\ncompletion = 1\n')
+    with pytest.raises(SettingsError, match=r"p.toml: \[prices\] is no longer read here.*--prices FILE"):
         load_providers(bad)
     bad.write_text("not toml [")
     with pytest.raises(SettingsError, match="invalid TOML"):
@@ -71,16 +72,16 @@ def test_bad_provider_files_are_reported_with_file_and_field(tmp_path: Path) -> 
 def test_estimate_counts_characters_over_four_and_prices_per_million(tmp_path: Path) -> None:
     priced = tmp_path / "p.toml"
     priced.write_text('[default]\nbase_url = "https://x"\n[estimate]\nanswer_completion_tokens = 100\n'
-                      'judge_completion_tokens_per_item = 10\n[prices]\nbatch_discount = 0.5\n'
-                      '[prices.models."a"]\nprompt = 1.0\ncompletion = 2.0\n')
+                      'judge_completion_tokens_per_item = 10\n')
     table = load_providers(priced)
+    prices = parse_prices({"batch_discount": 0.5, "models": {"a": {"input": 1.0, "output": 2.0}}})
     cases = [CaseToJudge("c1", "p" * 400, (("c1_0", 1.0, "x"), ("c1_1", -1.0, "y"))),
              CaseToJudge("c2", "q" * 800, (("c2_0", 2.0, "z"),))]
     work = StoredWork(answers={("c2", 0): StoredAnswer(1, "an answer", 1.0)})
     endpoint = Endpoint("x", "https://x", ())
     settings = CollectSettings("r", "a", "j", endpoint, endpoint, judge_passes=(1, 2))
     plan = make_plan(cases, work, "j", (1, 2), answer=True)
-    answer, judge = estimate(plan, work, settings, table)
+    answer, judge = estimate(plan, work, settings, table, prices=prices)
     assert answer.calls == 1 and answer.prompt_tokens == (len(protocol.ANSWER_SYSTEM) + 400) // 4
     assert answer.completion_tokens == 100
     assert answer.cost_usd == pytest.approx((answer.prompt_tokens * 1.0 + 100 * 2.0) / 1e6)
@@ -88,7 +89,7 @@ def test_estimate_counts_characters_over_four_and_prices_per_million(tmp_path: P
     placeholder = sum(len(m["content"]) for m in cases[0].messages("x" * 400)) // 4
     stored = sum(len(m["content"]) for m in cases[1].messages("an answer")) // 4
     assert judge.prompt_tokens == 2 * placeholder + 2 * stored
-    batch = estimate(plan, work, settings, table, batch=True)[0]
+    batch = estimate(plan, work, settings, table, batch=True, prices=prices)[0]
     assert batch.cost_usd == pytest.approx(answer.cost_usd * 0.5)
 
 

@@ -64,6 +64,7 @@ _EXPORTS: dict[str, str] = {
     "judge_noise": "toolkit.analysis",
     "NoiseOptions": "toolkit.analysis",
     "plan_power": "toolkit.analysis",
+    "plan_design": "toolkit.analysis",
     # the comparison report
     "write_report": "toolkit.report",
     "ReportOptions": "toolkit.report",

@@ -7,7 +7,8 @@ case scores), ``ranking`` (who is ranked, rank intervals, tie groups), ``pairs``
 ``wilcoxon`` and ``van_elteren`` (signed-rank p, plain and stratified),
 ``ratios`` (ratios of case sums with case-resampled intervals), ``items``, ``harms``,
 ``reliability`` (kappa, alpha) and ``agreement``, ``judge_noise`` (the gap the judge alone could make),
-``planning`` (power and cases needed), ``runs`` (run facts, which runs are comparable).
+``planning`` (power and cases needed), ``design`` (cases, answers and judge passes at least cost),
+``costs`` (what stored runs cost), ``runs`` (run facts, which runs are comparable).
 """
 
 from toolkit.analysis.agreement import Agreement, AgreementOptions, judge_agreement
@@ -15,6 +16,7 @@ from toolkit.analysis.compare import (CaseComparison, Comparison, CompareOptions
                                       compare_data, compare_matrix, rank_intervals)
 from toolkit.analysis.harms import HarmOptions, harm_cases, harms
 from toolkit.analysis.judge_noise import JudgeNoise, NoiseOptions, judge_noise, rater_scores, within_variance
+from toolkit.analysis.design import Components, DesignPlan, components_from_rows, plan_design
 from toolkit.analysis.planning import (PowerPlan, cases_needed, detectable, plan_power, power, with_repeats,
                                        within_for_pair)
 from toolkit.analysis.items import ItemAnalysis, ItemOptions, analyse_items, by_points, item_rates, item_summary
@@ -31,7 +33,7 @@ from toolkit.analysis.runs import comparable_runs, run_facts
 __all__ = [
     "Agreement", "AgreementOptions", "judge_agreement", "JudgeNoise", "NoiseOptions", "judge_noise",
     "rater_scores", "within_variance", "PowerPlan", "cases_needed", "detectable", "plan_power", "power",
-    "with_repeats", "within_for_pair",
+    "with_repeats", "within_for_pair", "Components", "DesignPlan", "components_from_rows", "plan_design",
     "CaseComparison", "Comparison", "CompareOptions", "compare", "compare_cases", "compare_data", "compare_matrix",
     "rank_intervals", "HarmOptions", "harm_cases", "harms",
     "ItemAnalysis", "ItemOptions", "analyse_items", "by_points", "item_rates", "item_summary",

@@ -1,15 +1,18 @@
 """The runs of a store at a glance (``bedside runs``), and what removing one would remove.
 
 Counts come from ``toolkit.analysis.runs.run_facts`` (the same completed / failed / not-attempted
-cases the comparison shows) and failure causes from ``toolkit.failures``; nothing is recounted here.
+cases the comparison shows), failure causes from ``toolkit.failures`` and costs from
+``toolkit.analysis.costs``; nothing is recounted here.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
+from toolkit.analysis.costs import run_costs
 from toolkit.analysis.runs import run_facts
 from toolkit.failures import failure_causes
+from toolkit.prices import PriceTable, load_prices
 from toolkit.selection import JudgeSelection, per_case, read_runs
 from toolkit.store import Store
 from toolkit.tables import RUN_TABLES
@@ -18,10 +21,13 @@ LIST_COLUMNS = ("run_id", "source", "answer_model", "judges", "dataset", "comple
                 "created", "updated")
 
 
-def list_runs(store: Store) -> list[dict]:
+def list_runs(store: Store, prices: PriceTable | str | None = None) -> list[dict]:
     """One dict per run, in creation order: ``LIST_COLUMNS`` plus ``dataset_sha256`` (full), ``created_at``,
     ``updated_at`` (full ISO times), ``judge_passes`` ({judge: [passes]}), ``failure_causes``
-    ([{cause, cases, first_message}]) and ``damaged`` (a damaged part file, else None; its counts are None)."""
+    ([{cause, cases, first_message}]), ``damaged`` (a damaged part file, else None; its counts are None) and
+    the cost (``toolkit.analysis.costs.run_costs``, priced by ``prices``: a table, its file, None for
+    ``$BEDSIDE_PRICES``): ``cost`` (dollars, else tokens), ``cost_usd``, ``answer_usd``, ``judge_usd``, ``tokens``."""
+    table = load_prices(prices)
     ids = store.run_ids()
     if not ids:
         return []
@@ -29,11 +35,13 @@ def list_runs(store: Store) -> list[dict]:
     readable = [r for r in ids if r not in damaged]
     runs = store.read("runs", ids).unique("run_id", keep="last", maintain_order=True)
     facts: dict[str, dict] = {}
+    costs: dict[str, dict] = {}
     judges: dict[str, dict[str, list[int]]] = {}
     if readable:
         data = read_runs(store, readable, texts=False)
         selection = JudgeSelection()
         facts = {r["run_id"]: r for r in run_facts(data, selection, per_case(data, selection)).iter_rows(named=True)}
+        costs = {r["run_id"]: r for r in run_costs(data, table).iter_rows(named=True)}
         passes = (data.judgments.group_by("run_id", "judge_model")
                   .agg(pl.col("judge_pass").unique().sort()).sort("run_id", "judge_model"))
         for run_id, judge, numbers in passes.iter_rows():
@@ -46,6 +54,7 @@ def list_runs(store: Store) -> list[dict]:
         if not by_judge and run["judge_model"]:
             by_judge = {run["judge_model"]: []}
         causes = failure_causes(store, run_id) if fact.get("failed") else []
+        cost = costs.get(run_id, {})
         out.append({
             "run_id": run_id, "source": run["source"], "answer_model": run["answer_model"],
             "judges": "; ".join(_judge_text(j, p) for j, p in by_judge.items()),
@@ -55,7 +64,8 @@ def list_runs(store: Store) -> list[dict]:
             "dataset_sha256": run["dataset_sha256"], "created_at": run["created_at"],
             "updated_at": run["updated_at"] or run["created_at"], "judge_passes": by_judge,
             "failure_causes": [{"cause": c.cause, "cases": c.cases, "first_message": c.first_message} for c in causes],
-            "damaged": damaged.get(run_id),
+            "damaged": damaged.get(run_id), "cost": cost.get("cost"), "cost_usd": cost.get("usd"),
+            "answer_usd": cost.get("answer_usd"), "judge_usd": cost.get("judge_usd"), "tokens": cost.get("tokens"),
         })
     order = {r: i for i, r in enumerate(ids)}
     return sorted(out, key=lambda r: order[r["run_id"]])

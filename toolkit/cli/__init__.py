@@ -46,6 +46,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "Offline demo: four simulated models on the bundled sample, graded by a simulated judge."),
     "audit": ("toolkit.cli.audit:audit_cmd", "Check a reference result file and its summary against the rubric and dataset; list every disagreement."),
     "runs": ("toolkit.cli.runs:runs", "List, remove and rename the runs of the store."),
+    "plan": ("toolkit.cli.plan:plan_cmd",
+             "Plan the cheapest design (cases, answers per case, judge passes) that detects a difference."),
     "report": ("toolkit.cli.report:report_cmd",
                "Write a comparison report: index.html (one self-contained file), report.md, figures/, tables/."),
 }

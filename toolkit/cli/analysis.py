@@ -23,7 +23,7 @@ from toolkit.analysis.paired import small_sample_note
 from toolkit.inputs import dumps
 from toolkit.cli.common import echo_json, emit, note_line, open_store, selected_runs
 from toolkit.cli.options import (RunChoice, allow_mixed_option, check_paired_samples, format_option, judge_options,
-                                 resample_options, run_options, store_option)
+                                 prices_option, resample_options, run_options, store_option)
 from toolkit.cli.table import COVERAGE, table_fits
 from toolkit.selection import JudgeSelection, read_runs
 
@@ -166,18 +166,32 @@ def _harm_view(frame: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
 @resample_options()
 @format_option
 @store_option
+@prices_option
 def compare_cmd(runs: RunChoice, per_benchmark: bool, baseline: str | None, allow_mixed: bool, section: str | None,
-                selection: JudgeSelection, samples: int, seed: int, fmt: str, store_dir: str | None) -> None:
+                selection: JudgeSelection, samples: int, seed: int, fmt: str, store_dir: str | None,
+                prices_file: str | None) -> None:
     """Leaderboard with intervals, paired differences of every two runs (Holm/BH-adjusted p) and rank intervals."""
     check_paired_samples(samples, "compare")
+    from toolkit.prices import load_prices
+
+    prices = load_prices(prices_file)  # a bad table stops here, before anything is read
     store = open_store(store_dir)
     data = read_runs(store, selected_runs(store, runs), texts=False)
     options = CompareOptions(resamples=ResampleSettings(samples=samples, seed=seed), per_benchmark=per_benchmark,
                              allow_mixed=allow_mixed, selection=selection, baseline=baseline)
     result = compare_data(data, options)
     notes = result.notes + [f"{samples} paired resamples (seed {seed}) shared by the rank intervals",
-                            PAIRED_METHOD_NOTE]
+                            PAIRED_METHOD_NOTE, _cost_note(data, prices, leaderboard_order(data, selection))]
     emit_sections(result.sections(), fmt, section, notes, views={"benchmarks": _benchmark_view(result.benchmarks)})
+
+
+def _cost_note(data, prices, order: list[str]) -> str:
+    """What each compared run cost, in leaderboard order: dollars where priced, else tokens (analysis.costs)."""
+    from toolkit.analysis.costs import run_costs
+
+    cost = dict(run_costs(data, prices).select("run_id", "cost").iter_rows())
+    runs = [r for r in order if r in cost] + [r for r in cost if r not in order]
+    return f"cost (prices: {prices.source}): " + "; ".join(f"{r} {cost[r]}" for r in runs)
 
 
 @click.command("items")

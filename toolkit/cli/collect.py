@@ -14,7 +14,7 @@ import click
 
 from toolkit import protocol
 from toolkit.cli.common import CommandError, emit, say
-from toolkit.cli.options import dataset_option, one_run_option, store_option, wide_option
+from toolkit.cli.options import dataset_option, one_run_option, prices_option, store_option, wide_option
 from toolkit.collect.settings import (DEFAULT_ANSWER_SAMPLES, DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES,
                                       DEFAULT_JUDGE_REASKS,
                                       DEFAULT_MAX_REPLY_BYTES, DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY,
@@ -60,6 +60,7 @@ def call_options(func):
                      default=DEFAULT_MAX_REPLY_BYTES, show_default=True,
                      help="A bigger reply is a failed call (ReplyTooLarge), neither stored nor kept."),
         click.option("--dry-run", is_flag=True, help="Print the calls, tokens and cost it would take; call nothing."),
+        prices_option,  # for --dry-run's dollars
         click.option("--batch", is_flag=True, help="Use the provider's Batch API (slower, usually half price)."),
         click.option("--cancel-batch", is_flag=True,
                      help="Cancel the run's batch in flight, store the lines it finished, and stop."),
@@ -93,8 +94,8 @@ def run_cmd(answer_model: str, judge_model: str, run_id: str | None, base_url: s
             answer_samples: int, judge_base_url: str | None, judge_api_key_env: str | None, concurrency: int,
             judge_passes: int | None,
             max_retries: int, judge_reasks: int, timeout: float, retry_base_delay: float, max_reply_bytes: int,
-            dry_run: bool, batch: bool, cancel_batch: bool, progress: str, store_dir: str | None,
-            dataset_path: str | None) -> None:
+            dry_run: bool, prices_file: str | None, batch: bool, cancel_batch: bool, progress: str,
+            store_dir: str | None, dataset_path: str | None) -> None:
     """Answer every selected case with a model and judge the answers; resumes where it stopped.
 
     Exit status: 0 complete, 3 finished with failed cases (run it again to retry them), 130 interrupted.
@@ -108,7 +109,7 @@ def run_cmd(answer_model: str, judge_model: str, run_id: str | None, base_url: s
         smoke=smoke, limit=limit, benchmarks=benchmarks, max_retries=max_retries, judge_reasks=judge_reasks,
         timeout=timeout, retry_base_delay=retry_base_delay, batch=batch, max_reply_bytes=max_reply_bytes,
         answer_samples=answer_samples)
-    _collect_or_estimate(collection, dry_run, cancel_batch, progress)
+    _collect_or_estimate(collection, dry_run, cancel_batch, progress, prices_file)
 
 
 @click.command("judge")
@@ -120,7 +121,7 @@ def run_cmd(answer_model: str, judge_model: str, run_id: str | None, base_url: s
 def judge_cmd(run_id: str, judge_model: str, passes: tuple[int, ...], judge_base_url: str | None,
               judge_api_key_env: str | None, concurrency: int, judge_passes: int | None, max_retries: int,
               judge_reasks: int, timeout: float, retry_base_delay: float, max_reply_bytes: int, dry_run: bool,
-              batch: bool, cancel_batch: bool, progress: str, store_dir: str | None) -> None:
+              prices_file: str | None, batch: bool, cancel_batch: bool, progress: str, store_dir: str | None) -> None:
     """Judge a run's stored answers again or with another judge, without regenerating them.
 
     Passes already judged validly are skipped. Exit status as for ``bedside run``.
@@ -134,7 +135,7 @@ def judge_cmd(run_id: str, judge_model: str, passes: tuple[int, ...], judge_base
         judge_api_key_env=judge_api_key_env, concurrency=concurrency, max_retries=max_retries,
         judge_reasks=judge_reasks, timeout=timeout, retry_base_delay=retry_base_delay, batch=batch,
         max_reply_bytes=max_reply_bytes)
-    _collect_or_estimate(collection, dry_run, cancel_batch, progress)
+    _collect_or_estimate(collection, dry_run, cancel_batch, progress, prices_file)
 
 
 @click.command("demo")
@@ -188,7 +189,8 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
                "Not for clinical use.")
 
 
-def _collect_or_estimate(collection: Collection, dry_run: bool, cancel_batch: bool, progress: str) -> None:
+def _collect_or_estimate(collection: Collection, dry_run: bool, cancel_batch: bool, progress: str,
+                         prices_file: str | None = None) -> None:
     from toolkit.collect.batch import BatchFailed
     from toolkit.collect.batch_state import PendingBatch
     from toolkit.collect.client import EndpointFatal
@@ -197,7 +199,7 @@ def _collect_or_estimate(collection: Collection, dry_run: bool, cancel_batch: bo
     if dry_run and cancel_batch:
         raise click.UsageError("give --dry-run or --cancel-batch, not both")
     if dry_run:
-        for line in collection.dry_run().lines():
+        for line in collection.dry_run(prices_file).lines():
             say(line)
         return
     try:

@@ -167,3 +167,9 @@ def format_option(func: Callable) -> Callable:
     func = wide_option(func)
     return click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
                         show_default=True, help="Output format.")(func)
+
+
+PRICES_HELP = ("Price table (TOML: USD per 1M input/output/reasoning tokens by model) [default: $BEDSIDE_PRICES, "
+               "else only sim/ models are priced]; unpriced runs show tokens.")
+prices_option = click.option("--prices", "prices_file", type=click.Path(dir_okay=False), default=None,
+                             metavar="FILE", help=PRICES_HELP)

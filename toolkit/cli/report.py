@@ -8,7 +8,7 @@ import click
 
 from toolkit.cli.common import CommandError, open_store, selected_runs
 from toolkit.cli.options import (RunChoice, allow_mixed_option, check_paired_samples, dataset_option, judge_options,
-                                 resample_options, run_options, store_option)
+                                 prices_option, resample_options, run_options, store_option)
 
 if TYPE_CHECKING:
     from toolkit.selection import JudgeSelection
@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 @click.option("--timings", is_flag=True, help="Print the seconds spent reading, analysing, drawing and writing.")
 @dataset_option
 @store_option
+@prices_option
 def report_cmd(runs: RunChoice, baseline: str | None, title: str | None, out_dir: str | None, allow_mixed: bool,
                selection: JudgeSelection, samples: int, seed: int, no_figures: bool, timings: bool,
-               dataset_path: str | None, store_dir: str | None) -> None:
+               dataset_path: str | None, store_dir: str | None, prices_file: str | None) -> None:
     """Write a comparison report: index.html (one self-contained file), report.md, figures/, tables/."""
     from toolkit.report import ReportOptions, write_report
 
@@ -43,7 +44,7 @@ def report_cmd(runs: RunChoice, baseline: str | None, title: str | None, out_dir
     if baseline is not None and baseline not in chosen:
         raise CommandError([f"report: --baseline {baseline!r} is not one of the selected runs"])
     options = ReportOptions(baseline=baseline, title=title, samples=samples, seed=seed, selection=selection,
-                            allow_mixed=allow_mixed, dataset=dataset_path, figures=not no_figures)
+                            allow_mixed=allow_mixed, dataset=dataset_path, figures=not no_figures, prices=prices_file)
     paths = write_report(store, None if runs.every else chosen, out_dir, options)
     if timings:
         for name, seconds in paths.timings.items():

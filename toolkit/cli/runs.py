@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from toolkit.cli.common import echo_json, emit, no_runs_message, open_store, say
-from toolkit.cli.options import json_option, store_option, wide_option
+from toolkit.cli.options import json_option, prices_option, store_option, wide_option
 from toolkit.cli.table import COVERAGE
 from toolkit.text import visible
 
@@ -13,10 +13,14 @@ from toolkit.text import visible
 @click.group("runs", invoke_without_command=True)
 @json_option("Print the list as a JSON array (every field, full times).")
 @store_option
+@prices_option
 @wide_option
 @click.pass_context
-def runs(ctx: click.Context, as_json: bool, store_dir: str | None) -> None:
-    """List, remove and rename the runs of the store."""
+def runs(ctx: click.Context, as_json: bool, store_dir: str | None, prices_file: str | None) -> None:
+    """List, remove and rename the runs of the store.
+
+    The list shows what each run cost: dollars where its models are priced (--prices), else its tokens.
+    """
     ctx.obj = {"store_dir": store_dir}
     if ctx.invoked_subcommand is not None:
         return
@@ -26,7 +30,7 @@ def runs(ctx: click.Context, as_json: bool, store_dir: str | None) -> None:
     from toolkit.analysis.run_list import list_runs
 
     store = open_store(store_dir)
-    listed = list_runs(store)
+    listed = list_runs(store, prices_file)
     if as_json:
         echo_json(dumps(listed, indent=2, ensure_ascii=False))
         return
@@ -38,10 +42,11 @@ def runs(ctx: click.Context, as_json: bool, store_dir: str | None) -> None:
     frame = pl.DataFrame([{
         "run_id": r["run_id"], "answer_model": r["answer_model"], "judges": r["judges"],
         cases: "damaged" if r["damaged"] else f"{r['completed']} / {r['failed']} / {r['not_attempted']}",
+        "cost": "" if r["damaged"] else r["cost"],
         "dataset": r["dataset"], "source": r["source"], "created": r["created"], "updated": r["updated"],
-    } for r in listed], schema={c: pl.String for c in ("run_id", "answer_model", "judges", cases, "dataset", "source",
-                                                        "created", "updated")})
-    emit(frame, "table", f"runs in {store.root}", optional=("created", "source", "dataset", "updated"))
+    } for r in listed], schema={c: pl.String for c in ("run_id", "answer_model", "judges", cases, "cost", "dataset",
+                                                        "source", "created", "updated")})
+    emit(frame, "table", f"runs in {store.root}", optional=("created", "source", "dataset", "updated", "cost"))
     for r in listed:
         if r["damaged"]:
             say(f"{r['run_id']}: damaged: {r['damaged']}")

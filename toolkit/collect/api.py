@@ -34,11 +34,13 @@ from toolkit.collect.settings import (DEFAULT_ANSWER_SAMPLES, DEFAULT_CONCURRENC
                                       RetryPolicy, check_env_name, load_providers, resolve_endpoint,
                                       resolve_judge_endpoint)
 from toolkit.dataset import Dataset, load_dataset
+from toolkit.prices import PriceTable, load_prices
 from toolkit.store import Store
 
 StoreLike = Store | str | os.PathLike[str] | None  # None: $BEDSIDE_STORE, else ./data/results
 DatasetLike = Dataset | str | os.PathLike[str] | None  # None: the bundled sample
 ProvidersLike = ProviderTable | str | os.PathLike[str] | None  # None: $BEDSIDE_PROVIDERS, else the bundled table
+PricesLike = PriceTable | str | os.PathLike[str] | None  # None: $BEDSIDE_PRICES, else the built-in table
 Progress = str | ViewFactory  # one of PROGRESS_MODES, or a factory of progress views
 Say = Callable[[str], None]
 Prepare = Callable[[Store, CollectJob], None]
@@ -52,6 +54,7 @@ class DryRun:
     plan: Plan
     settings: CollectSettings
     batch: bool
+    prices: PriceTable | None = None  # the table the dollars came from
 
     @property
     def calls(self) -> int:
@@ -59,13 +62,13 @@ class DryRun:
 
     @property
     def cost_usd(self) -> float | None:
-        """Estimated total; None when a model has no price in the provider table."""
+        """Estimated total; None when a model has no price in the price table."""
         costs = [e.cost_usd for e in self.estimates]
         return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
 
     def lines(self) -> list[str]:
         """The report ``--dry-run`` prints, one line each."""
-        return render(list(self.estimates), self.plan, self.settings, self.batch)
+        return render(list(self.estimates), self.plan, self.settings, self.batch, self.prices)
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,14 +88,16 @@ class Collection:
     def settings(self) -> CollectSettings:
         return self.job.settings
 
-    def dry_run(self) -> DryRun:
-        """Estimate the calls still due. Reads only: no lock, no journal recovery, nothing created (rows a
-        killed collector left in its journal count as stored, as the real run will find them)."""
+    def dry_run(self, prices: PricesLike = None) -> DryRun:
+        """Estimate the calls still due, priced by ``prices`` (a PriceTable or its TOML file; None:
+        ``$BEDSIDE_PRICES``, else the built-in table). Reads only: no lock, no journal recovery, nothing
+        created (rows a killed collector left in its journal count as stored, as the real run will find them)."""
         s = self.settings
+        table = load_prices(prices)
         work = read_stored_work(self.store, s.run_id, journal=True)
         plan = make_plan(list(self.job.cases), work, s.judge_model, s.judge_passes, self.job.answer,
                          s.answer_samples, s.run_id)
-        return DryRun(tuple(estimate(plan, work, s, self.table, s.batch)), plan, s, s.batch)
+        return DryRun(tuple(estimate(plan, work, s, self.table, s.batch, table)), plan, s, s.batch, table)
 
     def run(self, progress: Progress = DEFAULT_PROGRESS, say: Say | None = None) -> RunReport:
         """Make the calls still due, storing each as it completes; the report counts this call's work.

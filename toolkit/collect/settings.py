@@ -1,7 +1,8 @@
-"""Collection settings: endpoints from the provider table, keys from the environment, prices.
+"""Collection settings: endpoints from the provider table, keys from the environment.
 
 Keys are read from environment variables at the last moment and never stored
-in a settings object, a file or a message: settings carry variable NAMES only.
+in a settings object, a file or a message: settings carry variable NAMES only. Prices live in
+``toolkit.prices`` (their own table, ``--prices`` / ``$BEDSIDE_PRICES``), not here.
 """
 
 from __future__ import annotations
@@ -83,17 +84,9 @@ class Endpoint:
 
 
 @dataclass(frozen=True)
-class Price:
-    prompt: float  # USD per 1M prompt tokens
-    completion: float  # USD per 1M completion tokens
-
-
-@dataclass(frozen=True)
 class ProviderTable:
     default: dict[str, Any]
     providers: tuple[dict[str, Any], ...]
-    prices: dict[str, Price]
-    batch_discount: float
     answer_completion_tokens: int
     judge_completion_tokens_per_item: int
     source: Path
@@ -101,10 +94,6 @@ class ProviderTable:
     def match(self, model: str) -> dict[str, Any] | None:
         hits = [p for p in self.providers if model.startswith(p["prefix"])]
         return max(hits, key=lambda p: len(p["prefix"])) if hits else None
-
-    def price(self, model: str) -> Price | None:
-        hits = [k for k in self.prices if model.startswith(k)]
-        return self.prices[max(hits, key=len)] if hits else None
 
 
 def load_providers(path: str | os.PathLike[str] | None = None) -> ProviderTable:
@@ -125,16 +114,11 @@ def load_providers(path: str | os.PathLike[str] | None = None) -> ProviderTable:
             raise SettingsError(f"{source}: provider[{i}].prefix: missing or not a string")
         if not isinstance(entry.get("api_key_env", []), list):
             raise SettingsError(f"{source}: provider[{i}].api_key_env: must be a list of variable names")
-    prices_section = data.get("prices", {})
-    prices: dict[str, Price] = {}
-    for prefix, value in prices_section.get("models", {}).items():
-        try:
-            prices[prefix] = Price(float(value["prompt"]), float(value["completion"]))
-        except (KeyError, TypeError, ValueError):
-            raise SettingsError(f"{source}: prices.models.{prefix!r}: needs numeric prompt and completion") from None
+    if "prices" in data:  # prices moved to their own table: a silent drop would price nothing
+        raise SettingsError(f"{source}: [prices] is no longer read here: put the prices in a price table "
+                            "(--prices FILE or $BEDSIDE_PRICES; format in toolkit.prices)")
     estimate = data.get("estimate", {})
-    return ProviderTable(default, providers, prices, float(prices_section.get("batch_discount", 0.5)),
-                         int(estimate.get("answer_completion_tokens", 900)),
+    return ProviderTable(default, providers, int(estimate.get("answer_completion_tokens", 900)),
                          int(estimate.get("judge_completion_tokens_per_item", 14)), source)
 
 

@@ -194,9 +194,12 @@ def length_bias(data: RunData, cases: pl.DataFrame, palette: Palette | None = No
     return fig
 
 
-def cost_data(data: RunData, cases: pl.DataFrame, palette: Palette | None = None) -> pl.DataFrame:
+def cost_data(data: RunData, cases: pl.DataFrame, costs: pl.DataFrame | None = None,
+              palette: Palette | None = None) -> pl.DataFrame:
     """Per run with token usage: macro mean score over its scored cases, mean prompt + completion tokens
-    of the scored answer per case, the completion part, median answer latency and cases counted."""
+    of the scored answer per case, the completion part, median answer latency, cases counted, and with
+    ``costs`` (``toolkit.analysis.costs.run_costs`` rows) ``usd_per_case``: the run's dollars (every answer and
+    judge call) over the cases it called the answer model for, null where the run is not priced."""
     usage = answer_usage(data)
     joined = _scored(cases).select("run_id", "benchmark", "case_id", "score").join(
         usage, on=["run_id", "case_id"], how="left")
@@ -211,19 +214,26 @@ def cost_data(data: RunData, cases: pl.DataFrame, palette: Palette | None = None
         pl.col("run_id").replace_strict(order, default=len(order), return_dtype=pl.Int64))
     if out.is_empty():
         raise ValueError("cost: no run has token usage (imported runs and simulated stores carry none)")
+    called = data.answers.group_by("run_id").agg(pl.col("case_id").n_unique().alias("_called"))
+    usd = (costs.select("run_id", "usd") if costs is not None else
+           pl.DataFrame(schema={"run_id": pl.String, "usd": pl.Float64}))
+    out = out.join(called, on="run_id", how="left", maintain_order="left").join(
+        usd, on="run_id", how="left", maintain_order="left").with_columns(
+        usd_per_case=pl.col("usd") / pl.col("_called"))
     return out.select("run_id", "overall", "tokens_per_case", "completion_tokens_per_case", "median_latency_s",
-                      "cases_with_usage")
+                      "cases_with_usage", "usd_per_case")
 
 
 @laid_out
-def cost(data: RunData, cases: pl.DataFrame, palette: Palette | None = None,
+def cost(data: RunData, cases: pl.DataFrame, costs: pl.DataFrame | None = None, palette: Palette | None = None,
          *, twin: pl.DataFrame | None = None) -> Figure:
-    """Overall score against tokens per case (left) and median answer latency (right), one point per run.
+    """Overall score against cost per case (left) and median answer latency (right), one point per run.
 
-    Tokens are the scored answer's prompt + completion tokens (reasoning tokens are part of the
-    completion); the judge's tokens are not counted. Raises ValueError when no run has usage.
+    The cost is in dollars (every answer and judge call, ``costs``) when every run drawn is priced and not all
+    are free, else in tokens: the scored answer's prompt + completion tokens (reasoning tokens are part of the
+    completion; the judge's are not counted). Never both on one axis. Raises ValueError when no run has usage.
     """
-    frame = cost_data(data, cases, palette) if twin is None else twin
+    frame = cost_data(data, cases, costs, palette) if twin is None else twin
     runs = frame["run_id"].to_list()
     colours = completed(palette, runs)
     labels = short_labels(runs, width=22 if len(runs) > LEGEND_RUNS else 28)  # three legend columns fit at 22
@@ -231,7 +241,10 @@ def cost(data: RunData, cases: pl.DataFrame, palette: Palette | None = None,
     with styled():
         fig = new_figure(4.6 if len(runs) <= LEGEND_RUNS else 4.6 + 0.17 * len(runs))
         axes = fig.subplots(1, 2 if has_latency else 1, sharey=True, squeeze=False)[0]
-        panels = [(axes[0], "tokens_per_case", "prompt + completion tokens per case")]
+        # all free (the simulated provider) would put every run at $0: tokens say more
+        priced = frame["usd_per_case"].is_not_null().all() and (frame["usd_per_case"] > 0).any()
+        panels = [(axes[0], "usd_per_case", "USD per case (answer and judge calls, retries included)") if priced
+                  else (axes[0], "tokens_per_case", "prompt + completion tokens per case")]
         if has_latency:
             panels.append((axes[1], "median_latency_s", "median answer latency (s)"))
         for ax, column, xlabel in panels:

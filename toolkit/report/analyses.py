@@ -11,8 +11,10 @@ import polars as pl
 
 from toolkit.analysis import (Agreement, AgreementOptions, Comparison, CompareOptions, HarmOptions, ItemAnalysis,
                               ItemOptions, ResampleSettings, analyse_items, compare_data, harms, judge_agreement)
+from toolkit.analysis.costs import run_costs
 from toolkit.analysis.pairs import OVERALL_FAMILY
 from toolkit.bootstrap import BootstrapSettings
+from toolkit.prices import PriceTable, load_prices
 from toolkit.selection import JudgeSelection, RunData, per_case, read_runs
 from toolkit.store import Store
 from toolkit.summary import SummaryOptions, summarize_data
@@ -46,10 +48,11 @@ class Analyses:
     reference: dict[str, dict]  # run id -> ``bedside summary`` object (the reference runner's intervals)
     absent: dict[str, str]  # section -> why it has nothing to show
     baseline: str | None
+    costs: pl.DataFrame | None = None  # toolkit.analysis.costs.run_costs of the compared runs
 
 
 def analyse(store: Store, run_ids: list[str], resamples: ResampleSettings, selection: JudgeSelection,
-            baseline: str | None, allow_mixed: bool, timings: Timings) -> Analyses:
+            baseline: str | None, allow_mixed: bool, timings: Timings, prices: PriceTable | None = None) -> Analyses:
     with timings.phase("read"):
         data = read_runs(store, run_ids, texts=True)
     with timings.phase("analysis"):
@@ -70,8 +73,9 @@ def analyse(store: Store, run_ids: list[str], resamples: ResampleSettings, selec
             judge=selection.judge, passes=selection.passes, resamples=resamples, top=10)))
         reference = summarize_data(data, kept, SummaryOptions(
             bootstrap=BootstrapSettings(samples=resamples.samples, seed=resamples.seed), selection=selection))
+        costs = run_costs(data, load_prices(prices))
     return Analyses(data, cases, cmp, cmp.pairwise.filter(pl.col("family") == OVERALL_FAMILY), items, harm,
-                    agreement, reference, absent, baseline)
+                    agreement, reference, absent, baseline, costs)
 
 
 def _optional(section: str, absent: dict[str, str], compute):  # noqa: ANN001, ANN202 - a thunk and its value

@@ -14,6 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from toolkit.analysis import ResampleSettings
+from toolkit.prices import load_prices
 from toolkit.protocol import PROTOCOL_VERSION
 from toolkit.report import facts, sections, words
 from toolkit.report.analyses import Analyses, Timings, analyse
@@ -60,14 +61,15 @@ def write_report(store: Store | str | os.PathLike[str] | None, run_ids: list[str
     target = Path(out) if out is not None else Path("reports") / default_name(store, run_ids, options.title)
     _check_target(target)
     timings = Timings()
+    prices = load_prices(options.prices)  # a bad price table stops here, before anything is read
     a = analyse(store, chosen, ResampleSettings(samples=options.samples, seed=options.seed), options.selection,
-                options.baseline, options.allow_mixed, timings)
+                options.baseline, options.allow_mixed, timings, prices)
     anchors = run_anchors(a.data.runs["run_id"].to_list())
     with timings.phase("figures"):
         figure_notes: list[str] = []
         figs = draw(a, figure_notes) if options.figures else {}
     with timings.phase("writing"):
-        built = _sections(a, anchors, figs, figure_notes, store, run_ids, options)
+        built = _sections(a, anchors, figs, figure_notes, store, run_ids, options, prices.source)
         paths = _write(target, built, options, a)
     return ReportPaths(**paths, timings=dict(timings.phases))
 
@@ -81,7 +83,7 @@ def _check_target(target: Path) -> None:
 
 
 def _sections(a: Analyses, anchors: dict[str, str], figs: dict, figure_notes: list[str], store: Store,
-              run_ids: list[str] | None, options: ReportOptions) -> dict:
+              run_ids: list[str] | None, options: ReportOptions, prices: str) -> dict:
     runs = facts.run_rows(a, options.selection)
     sets = facts.dataset_facts(a, options.dataset)
     repro = Section("reproducibility", "Reproducibility", tables=[sections.runs_table(runs, anchors)])
@@ -96,6 +98,7 @@ def _sections(a: Analyses, anchors: dict[str, str], figs: dict, figure_notes: li
         ("bootstrap", f"{options.samples} samples, seed {options.seed}; rank intervals: stratified by benchmark, "
                       "shared by the ranked runs; reference intervals: reference runner's draws, dataset order for "
                       "collected runs, completion order for imported runs"),
+        ("prices", f"{prices} (USD per 1M tokens; unpriced runs show tokens)"),
         ("toolkit", f"bedside {facts.toolkit_version()}"),
         ("store", str(Path(store.root).resolve())),
     ]

@@ -100,8 +100,8 @@ def dataset_facts(analyses: Analyses, dataset_path: str | None) -> list[DatasetF
 
 
 def run_rows(analyses: Analyses, selection: JudgeSelection) -> pl.DataFrame:
-    """One row per selected run: models, judge passes, temperatures, dates, case counts, source, and the
-    reference runner's overall interval next to the paired analysis's."""
+    """One row per selected run: models, judge passes, temperatures, dates, case counts, source, the
+    reference runner's overall interval next to the paired analysis's, and its cost (dollars, else tokens)."""
     data = analyses.data
     facts = run_facts(data, selection, analyses.cases)
     judges = data.judgments.group_by("run_id").agg(pl.col("judge_model").unique().sort().str.join(", ")
@@ -125,10 +125,14 @@ def run_rows(analyses: Analyses, selection: JudgeSelection) -> pl.DataFrame:
     order = {r: i for i, r in enumerate(analyses.cmp.leaderboard["run_id"].to_list())}
     out = facts.sort(pl.col("run_id").replace_strict(order, default=len(order), return_dtype=pl.Int64),
                      maintain_order=True)
-    for extra in (judges, answer_t, judge_t, dates, created, board, reference):
+    costs = (analyses.costs.select("run_id", "cost", pl.col("usd").alias("cost_usd"), "tokens")
+             if analyses.costs is not None else
+             pl.DataFrame(schema={"run_id": pl.String, "cost": pl.String, "cost_usd": pl.Float64, "tokens": pl.Int64}))
+    for extra in (judges, answer_t, judge_t, dates, created, board, reference, costs):
         out = out.join(extra, on="run_id", how="left", maintain_order="left")
     return out.with_columns(pl.col(pl.Float64).fill_nan(None)).select(
         "run_id", "answer_model", "judge_model", "judge_models", "passes", "answer_temperature", "judge_temperature",
         "created", "first_call", "last_call", "completed", "failed", "not_attempted", "benchmarks_missing", "source",
-        "dataset_sha256", "overall", "ci_low", "ci_high", "reference_overall", "reference_ci_low", "reference_ci_high")
+        "dataset_sha256", "overall", "ci_low", "ci_high", "reference_overall", "reference_ci_low", "reference_ci_high",
+        "cost", "cost_usd", "tokens")
 

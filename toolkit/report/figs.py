@@ -56,8 +56,8 @@ SPECS = (
          lambda a: (a.agreement,) if a.agreement is not None else None),
     Spec("length_bias", "length-cost", "Case score against answer length: a slope here is a length bias check.",
          lambda a: (a.data, a.cases)),
-    Spec("cost", "length-cost", "Overall score against token use, for runs that recorded usage.",
-         lambda a: (a.data, a.cases)),
+    Spec("cost", "length-cost", "Overall score against cost per case: dollars when every run is priced "
+         "(--prices), else tokens; runs that recorded usage.", lambda a: (a.data, a.cases, a.costs)),
 )
 
 

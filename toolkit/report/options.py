@@ -24,6 +24,7 @@ class ReportOptions:
     allow_mixed: bool = False
     dataset: str | None = None  # a dataset checkout whose name labels the digest it matches
     figures: bool = True  # False: tables and text only (faster)
+    prices: str | None = None  # price table file (None: $BEDSIDE_PRICES, else the built-in table)
 
     def __post_init__(self) -> None:
         check_samples(self.samples)
@@ -47,6 +48,8 @@ def regenerate_command(run_ids: list[str] | None, store: Store, options: ReportO
         words.append("--allow-mixed")
     if options.dataset is not None:
         words += ["--dataset", str(Path(options.dataset).resolve())]
+    if options.prices is not None:
+        words += ["--prices", str(Path(options.prices).resolve())]
     words += ["--samples", str(options.samples), "--seed", str(options.seed)]
     words += ["--store", str(Path(store.root).resolve())]
     return shlex.join(words)

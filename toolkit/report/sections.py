@@ -36,7 +36,7 @@ def run_cell(run_id: str, anchors: dict[str, str]) -> Cell:
 
 def runs_table(rows: pl.DataFrame, anchors: dict[str, str]) -> Table:
     columns = ["run", "answer model", "judge (passes)", "temp. answer / judge", "dates", "cases done / failed / "
-               "not attempted", "source", "paired interval (compare)", "reference interval (summary)"]
+               "not attempted", "source", "paired interval (compare)", "reference interval (summary)", "cost"]
     body = []
     for r in rows.iter_rows(named=True):
         others = [j for j in (r["judge_models"] or "").split(", ") if j and j != r["judge_model"]]
@@ -52,6 +52,7 @@ def runs_table(rows: pl.DataFrame, anchors: dict[str, str]) -> Table:
                                           kind="num bad" if bad else "num"), plain(r["source"]),
             Cell(interval(r["overall"], r["ci_low"], r["ci_high"]), kind="num"),
             Cell(interval(r["reference_overall"], r["reference_ci_low"], r["reference_ci_high"]), kind="num"),
+            Cell(r["cost"] or "–", kind="num"),
         ])
     return Table("runs", "Runs compared", columns, body, rows)
 

@@ -1,0 +1,92 @@
+"""``bedside plan`` as a real process: the planner's design from a components file, costs per call from two
+stored runs' tokens x prices (by hand here), and one clear line for every missing or bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.test_cli_process import bedside_process
+from toolkit.analysis.design import components_from_rows, plan_design
+from toolkit.store import Store
+
+RECORDS = [{"benchmark": b, "var_case": 0.04, "var_answer": 0.0225, "var_judge": 0.0025} for b in ("x", "y", "z")]
+
+
+def _components(tmp_path: Path, body: object) -> str:
+    path = tmp_path / "components.json"
+    path.write_text(json.dumps(body))
+    return str(path)
+
+
+def test_plan_prints_the_planners_design_and_every_alternative(tmp_path: Path) -> None:
+    overall = {"benchmark": "overall", "var_case": 9.0, "var_answer": 9.0, "var_judge": 9.0}  # left out
+    path = _components(tmp_path, {"rho": 0.5, "components": [*RECORDS, overall]})
+    done = bedside_process(["plan", "--target-mdd", "0.05", "--components", path, "--answer-cost", "0.002",
+                            "--judge-cost", "0.004", "--max-cases", "80", "--format", "json"])
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    want = plan_design(components_from_rows(RECORDS, 0.5), 0.002, 0.004, target_mdd=0.05, max_cases=80)
+    assert shown["chosen"] == pytest.approx(want.chosen)
+    assert len(shown["alternatives"]) == 15 and shown["chosen"]["cases_per_benchmark"] <= 80
+    done = bedside_process(["plan", "--budget", "5", "--components", path, "--answer-cost", "0.002",
+                            "--judge-cost", "0.004", "--wide"])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("smallest difference detectable with 80% power")
+    assert "designs considered" in done.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--components", "{c}", "--answer-cost", "1", "--judge-cost", "1"], "give --target-mdd, --budget, or both"),
+    (["--target-mdd", "0.05", "--answer-cost", "1", "--judge-cost", "1"], "give --components FILE.json"),
+    (["--target-mdd", "0.05", "--components", "{c}", "--judge-cost", "1"], "no answer cost per call"),
+    (["--target-mdd", "0.05", "--components", "{bad}", "--answer-cost", "1", "--judge-cost", "1"], "not JSON"),
+    (["--target-mdd", "0.05", "--components", "{norho}", "--answer-cost", "1", "--judge-cost", "1"],
+     "no between-model correlation"),
+    (["--target-mdd", "0.05", "--components", "{c}", "--answer-cost", "1", "--judge-cost", "1", "--max-cases", "3"],
+     "no design detects a difference of 0.05 within 3 cases per benchmark"),
+    (["--target-mdd", "0.05", "--components", "{c}", "--run", "a"], "give --run twice"),
+])
+def test_missing_or_bad_inputs_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    files = {"c": _components(tmp_path, {"rho": 0.5, "components": RECORDS}), "bad": str(tmp_path / "bad.json"),
+             "norho": str(tmp_path / "norho.json")}
+    Path(files["bad"]).write_text("{not json")
+    Path(files["norho"]).write_text(json.dumps(RECORDS))
+    done = bedside_process(["plan", *(a.format(**files) for a in args)])
+    assert done.returncode != 0 and done.stdout == ""
+    # one line says what is wrong (a usage error comes after click's usage lines, as for every command)
+    assert message in done.stderr.strip().splitlines()[-1] and "Traceback" not in done.stderr, done.stderr
+
+
+def test_two_runs_give_the_cost_per_call_from_their_tokens_and_prices(tmp_path: Path, demo_store: Path) -> None:
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models."sim/*"]\ninput = 1.5\noutput = 6.0\n')
+    store = Store.open(demo_store)
+    runs = ["sim/strong", "sim/weak"]
+    benchmarks = store.read("cases")["benchmark"].unique().to_list()
+    records = [{**r, "benchmark": b} for b in benchmarks for r in RECORDS[:1]]
+    path = _components(tmp_path, records)
+    done = bedside_process(["plan", "--target-mdd", "0.1", "--components", path, "--run", runs[0], "--run", runs[1],
+                            "--store", str(demo_store), "--prices", str(prices), "--format", "json",
+                            "--max-cases", "1000"])
+    # three cases a benchmark: in some a run's scores do not vary, so no correlation comes from the runs
+    assert done.returncode != 0 and "no between-model correlation in benchmark" in done.stderr
+    done = bedside_process(["plan", "--target-mdd", "0.1", "--components", path, "--run", runs[0], "--run", runs[1],
+                            "--store", str(demo_store), "--prices", str(prices), "--format", "json",
+                            "--max-cases", "1000", "--rho", "0.3"])
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+
+    def per_call(table: str) -> float:  # every call that replied or reported usage, priced by hand
+        rows = store.read(table, runs).filter(pl.col("prompt_tokens").is_not_null() | pl.col("error").is_null())
+        usd = (rows["prompt_tokens"].fill_null(0) * 1.5 + rows["completion_tokens"].fill_null(0) * 6.0).sum() / 1e6
+        return usd / rows.height
+
+    assert shown["answer_cost"] == pytest.approx(per_call("answers"), rel=1e-12)
+    assert shown["judge_cost"] == pytest.approx(per_call("judgments"), rel=1e-12)
+    unpriced = bedside_process(["plan", "--target-mdd", "0.1", "--components", path, "--run", runs[0], "--run",
+                                runs[1], "--store", str(demo_store), "--prices", str(tmp_path / "none.toml")])
+    assert unpriced.returncode != 0 and "none.toml" in unpriced.stderr
