@@ -8,6 +8,7 @@ cases whole needs only those values' resampled sums (``SharedResamples.stratum_s
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 
@@ -59,16 +60,12 @@ def components(answers: int, passes: int) -> tuple[str, ...]:
     return ("case+answer+judge",)
 
 
-def estimates(means: np.ndarray, n: int, answers: int, passes: int, resampled: bool = False
-              ) -> dict[str, tuple[np.ndarray, float]]:
+def estimates(means: np.ndarray, n: int, answers: int, passes: int) -> dict[str, tuple[np.ndarray, float]]:
     """Component -> (variance, divisor) from the case means of ``case_values`` rows (rows first; any trailing
     shape, e.g. resamples). variance / (divisor * n) is the part of the variance of the benchmark mean.
 
-    between = ddof-1 variance of case means (= var_case + var_answer/K + var_judge/(K J) in expectation);
-    a resample's own (n - 1)/n shrink is undone when ``resampled``, so the bootstrap centres on the estimate."""
+    between = ddof-1 variance of case means (= var_case + var_answer/K + var_judge/(K J) in expectation)."""
     between = between_variance(means, n)
-    if resampled and n > 1:
-        between = between * n / (n - 1)
     judge = means[WITHIN_PASSES]  # estimates var_judge (J > 1)
     within = means[WITHIN_ANSWERS]  # estimates var_answer + var_judge / J (K > 1)
     out: dict[str, tuple[np.ndarray, float]] = {}
@@ -90,3 +87,101 @@ def estimates(means: np.ndarray, n: int, answers: int, passes: int, resampled: b
 def between_variance(means: np.ndarray, n: int) -> np.ndarray:
     """The ddof-1 variance of case means from the means of ``case_values`` rows."""
     return (means[SQUARE] - means[MEAN] ** 2) * (n / (n - 1) if n > 1 else np.nan)
+
+
+def gradient(name: str, means: np.ndarray, n: int, answers: int, passes: int) -> np.ndarray:
+    """(4, ...) derivative of ``estimates(...)[name]`` by the means of the first FIXED_ROWS rows (the case
+    mean, its square, the two within-case variances): the delta method's weights for its standard error."""
+    scale = n / (n - 1) if n > 1 else np.nan
+    zero, one = np.zeros_like(means[MEAN]), np.ones_like(means[MEAN])
+    between = [-2.0 * means[MEAN] * scale, scale * one]  # d between / d(mean, square)
+    rows = {"case": [*between, -one / answers, zero], "answer": [zero, zero, one, -one / passes],
+            "judge": [zero, zero, zero, one], "answer+judge": [zero, zero, one, zero],
+            "case+answer": [*between, zero, -one / passes], "case+answer+judge": [*between, zero, zero]}[name]
+    return np.stack(rows)
+
+
+def moment_products(values: np.ndarray) -> np.ndarray:
+    """(FIXED_ROWS**2, n) per-case products of the first FIXED_ROWS rows (NaN rows, unused by the design, as 0):
+    their means give the rows' covariance, whence a statistic's standard error (``gradient``)."""
+    fixed = np.nan_to_num(values[:FIXED_ROWS], nan=0.0)
+    return (fixed[:, None, :] * fixed[None, :, :]).reshape(FIXED_ROWS * FIXED_ROWS, -1)
+
+
+def standard_error(weights: np.ndarray, means: np.ndarray, products: np.ndarray, n: int) -> np.ndarray:
+    """Delta-method standard error over n cases: sqrt(g' Cov g / n), Cov = E[v v'] - E[v] E[v]' of the rows."""
+    mu = np.nan_to_num(means[:FIXED_ROWS], nan=0.0)
+    second = products.reshape((FIXED_ROWS, FIXED_ROWS) + products.shape[1:])
+    cov = second - mu[:, None] * mu[None, :]
+    return np.sqrt(np.maximum(np.einsum("k...,kl...,l...->...", weights, cov, weights), 0.0) / n)
+
+
+def studentized_interval(point: float, se: float, boot: np.ndarray, boot_se: np.ndarray, low: float,
+                         high: float) -> tuple[float, float]:
+    """Bootstrap-t: [point - t_high * se, point - t_low * se], t the quantiles of (boot - point) / boot_se over
+    resamples with a standard error; a statistic without spread gets its estimate at both ends."""
+    if math.isnan(point) or math.isnan(se):
+        return math.nan, math.nan
+    if se == 0:
+        return point, point
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = (boot - point) / boot_se
+    t = t[np.isfinite(t)]
+    if not t.size:
+        return math.nan, math.nan
+    t_low, t_high = np.quantile(t, [low, high])
+    return point - t_high * se, point - t_low * se
+
+
+_NORMAL = NormalDist()
+
+
+def leave_one_out(values: np.ndarray) -> np.ndarray:
+    """(rows, n) case means of ``values`` (rows, n) with each case left out in turn (NaN when n < 2)."""
+    n = values.shape[1]
+    if n < 2:
+        return np.full(values.shape, np.nan)
+    return (values.sum(axis=1, keepdims=True) - values) / (n - 1)
+
+
+def bca_interval(point: np.ndarray, boot: list[np.ndarray], jack: list[np.ndarray], low: float, high: float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Per statistic i: the BCa interval (Efron 1987) at levels ``low``/``high`` from its estimate point[i], its
+    resamples boot[i] and its jackknife values jack[i]. z0 = Phi^-1(share of resamples below the estimate, ties
+    half), acceleration a = sum d^3 / (6 (sum d^2)^1.5) with d = mean(jack) - jack; the interval is the
+    resamples' quantiles (linear) at Phi(z0 + (z0 + z) / (1 - a (z0 + z))), z = Phi^-1(level). NaN resamples
+    drop out; a statistic without spread gets its one value at both ends."""
+    point = np.asarray(point, dtype=np.float64)
+    if not len(point):
+        return np.empty(0), np.empty(0)
+    draws = np.vstack(boot)
+    ordered = np.sort(draws, axis=1)  # NaN last
+    valid = (~np.isnan(ordered)).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        below = ((draws < point[:, None]).sum(axis=1) + 0.5 * (draws == point[:, None]).sum(axis=1)) / valid
+    below = np.clip(np.nan_to_num(below, nan=0.5), 0.5 / np.maximum(valid, 1), 1 - 0.5 / np.maximum(valid, 1))
+    z0 = np.array([_NORMAL.inv_cdf(float(b)) for b in below])
+    accel = np.zeros(len(point))
+    for i, values in enumerate(jack):
+        d = values[~np.isnan(values)]
+        d = d.mean() - d if d.size else d
+        spread = float((d ** 2).sum())
+        accel[i] = float((d ** 3).sum()) / (6.0 * spread ** 1.5) if spread > 0 else 0.0
+    ends = []
+    for level in (low, high):
+        z = z0 + _NORMAL.inv_cdf(level)
+        safe = accel * z < 1
+        adjusted = np.array([_NORMAL.cdf(float(v)) for v in np.where(safe, z0 + z / np.where(safe, 1 - accel * z, 1),
+                                                                         0.0)])
+        adjusted = np.where(safe, adjusted, 0.0 if level < 0.5 else 1.0)
+        position = adjusted * np.maximum(valid - 1, 0)
+        below_index = np.floor(position).astype(np.int64)
+        above_index = np.minimum(below_index + 1, np.maximum(valid - 1, 0))
+        rows = np.arange(len(point))
+        lower, upper = ordered[rows, below_index], ordered[rows, above_index]
+        ends.append(lower + (position - below_index) * (upper - lower))
+    lows, highs = ends
+    flat = ordered[np.arange(len(point)), 0] == ordered[np.arange(len(point)), np.maximum(valid - 1, 0)]
+    lows, highs = np.where(flat, ordered[:, 0], lows), np.where(flat, ordered[:, 0], highs)
+    missing = (valid == 0) | np.isnan(point)
+    return np.where(missing, np.nan, lows), np.where(missing, np.nan, highs)

@@ -26,10 +26,16 @@ and of the run's macro mean (1/B) sum_b mean_b: (1/B^2) sum_b Var(mean_b). ``sha
 fraction of it. Overall components are the benchmarks' components averaged (macro, like the protocol's means).
 
 Intervals (seeded: ``ResampleSettings``). Cases are the independent units, so the bootstrap resamples cases
-whole within their benchmark, every answer and pass of a drawn case with it; each resample's variance of
-case means is scaled by n / (n - 1) to undo the resample's own plug-in shrink. Resampling answers within a
-case and passes within an answer as well would count the within-case spread twice (it is already in the
-spread of case scores; Davison & Hinkley 1997, section 3.8): that interval is too wide.
+whole within their benchmark, every answer and pass of a drawn case with it. Resampling answers within a case
+and passes within an answer as well would count the within-case spread twice (it is already inside the spread
+of case scores; Davison & Hinkley 1997, section 3.8): that interval is too wide. Every estimate is a smooth
+function of case means of per-case values (case mean, its square, the two within-case variances), so a
+resample is a product of those values with the draw counts. Components: bootstrap-t, [est - t_hi * se,
+est - t_lo * se] with t = (est* - est) / se* over resamples and se the delta-method standard error from the
+covariance of the per-case values (in the sample and in each resample): percentile and BCa intervals of a
+variance under-cover (91-93% at 50 cases) because a resample under-states its spread. Means (the run mean,
+worst-at-k, pass^k): BCa (bias-corrected, accelerated by the case jackknife). No interval below 25 cases in a
+benchmark for components and below 10 for means (tests/test_variance_coverage.py measures why).
 
 Two intervals of the run mean, because two questions are asked of it:
 
@@ -53,20 +59,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import polars as pl
 
-from toolkit.analysis._variance_stats import (FIXED_ROWS, WITHIN_ANSWERS, between_variance, case_values,
-                                              components, estimates)
-from toolkit.analysis.paired import ResampleSettings, draw_resamples, percentile_interval
-from toolkit.protocol import BENCHMARK_METHODS, F1_WEIGHTED_RUBRIC
+from toolkit.analysis._variance_stats import (FIXED_ROWS, MEAN, WITHIN_ANSWERS, bca_interval, between_variance,
+                                              case_values, components, estimates, gradient, leave_one_out,
+                                              moment_products, standard_error, studentized_interval)
+from toolkit.analysis.paired import ResampleSettings, draw_resamples
+from toolkit.protocol import BENCHMARK_METHODS, CI_HIGH, CI_LOW, F1_WEIGHTED_RUBRIC
 from toolkit.selection import JudgeSelection, RunData, read_runs, scored_passes, select_judgments
 
 Z95 = 1.959963984540054
 OVERALL = "overall"
 FRAME_COLUMNS = ("run_id", "benchmark", "case_id", "sample", "judge_pass", "score")
-MIN_INTERVAL_CASES = 10  # fewer cases in a benchmark: its (and the overall) component intervals are not given
+# Fewest cases in every benchmark of a scope for its intervals: below, an interval would not cover as it says
+# (coverage measured in tests/test_variance_coverage.py), so none is given, with the reason.
+MIN_INTERVAL_CASES = 10  # means: the run mean, worst-at-k, pass^k
+MIN_COMPONENT_CASES = 25  # variance components
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,8 +92,8 @@ class VarianceOptions:
 class VarianceBudget:
     components: pl.DataFrame  # run_id, benchmark, component, variance, ci_low, ci_high, share, ci_note
     intervals: pl.DataFrame  # run_id, benchmark (overall), kind (cases | same_cases), mean, ci_low, ci_high, note
-    worst_at_k: pl.DataFrame  # run_id, benchmark, k, value, ci_low, ci_high
-    pass_k: pl.DataFrame  # run_id, benchmark, k, threshold, value, ci_low, ci_high
+    worst_at_k: pl.DataFrame  # run_id, benchmark, k, value, ci_low, ci_high, ci_note
+    pass_k: pl.DataFrame  # run_id, benchmark, k, threshold, value, ci_low, ci_high, ci_note
     design: pl.DataFrame  # run_id, benchmark, n_cases, answers_per_case, passes_per_answer
     notes: list[str]
 
@@ -124,25 +135,29 @@ def variance_components(store, run_ids: list[str], options: VarianceOptions = Va
                                       maintain_order=True), options)
 
 
-def _design(run: str, rows: pl.DataFrame) -> tuple[int, int]:
-    """(K, J) of one run's rows, or ValueError naming the first case that breaks the balance."""
-    per_answer = rows.group_by("case_id", "sample").agg(pl.len().alias("passes"))
-    per_case = per_answer.group_by("case_id").agg(pl.len().alias("answers"), pl.col("passes").min().alias("lo"),
-                                                  pl.col("passes").max().alias("hi")).sort("case_id")
-    answers, passes = per_case["answers"].mode().sort()[-1], per_answer["passes"].mode().sort()[-1]
-    odd = per_case.filter((pl.col("answers") != answers) | (pl.col("lo") != passes) | (pl.col("hi") != passes))
+def _designs(frame: pl.DataFrame) -> dict[str, tuple[int, int]]:
+    """Run -> (K, J), or ValueError naming the first case that breaks its run's balance."""
+    per_answer = frame.group_by("run_id", "case_id", "sample").agg(pl.len().alias("passes"))
+    per_case = per_answer.group_by("run_id", "case_id").agg(
+        pl.len().alias("answers"), pl.col("passes").min().alias("lo"), pl.col("passes").max().alias("hi"))
+    usual = per_case.group_by("run_id").agg(pl.col("answers").mode().max().alias("K")).join(
+        per_answer.group_by("run_id").agg(pl.col("passes").mode().max().alias("J")), on="run_id")
+    odd = per_case.join(usual, on="run_id").filter(
+        (pl.col("answers") != pl.col("K")) | (pl.col("lo") != pl.col("J")) | (pl.col("hi") != pl.col("J")))
     if odd.height:
-        case = odd.row(0, named=True)
-        raise ValueError(f"variance: run {run} is unbalanced: case {case['case_id']} has {case['answers']} answer "
-                         f"sample(s) with {case['lo']}-{case['hi']} judge pass(es), most cases {answers} with "
-                         f"{passes} (complete the run, or choose passes with --pass)")
-    return int(answers), int(passes)
+        case = odd.sort("run_id", "case_id").row(0, named=True)
+        raise ValueError(f"variance: run {case['run_id']} is unbalanced: case {case['case_id']} has {case['answers']} "
+                         f"answer sample(s) with {case['lo']}-{case['hi']} judge pass(es), most cases {case['K']} with "
+                         f"{case['J']} (complete the run, or choose passes with --pass)")
+    return {run: (int(k), int(j)) for run, k, j in usual.iter_rows()}
 
 
 def _check(frame: pl.DataFrame) -> None:
     missing = [c for c in FRAME_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"variance: the score frame lacks column(s) {', '.join(missing)}")
+    if frame.is_empty():
+        raise ValueError("variance: no scored answer in the selected runs")
     scores = frame["score"].cast(pl.Float64)
     if scores.null_count() or not scores.is_finite().all():
         raise ValueError("variance: a score is missing or not finite")
@@ -153,12 +168,14 @@ def _check(frame: pl.DataFrame) -> None:
 def variance_budget(frame: pl.DataFrame, options: VarianceOptions = VarianceOptions()) -> VarianceBudget:
     """The budget of every run in ``frame`` (FRAME_COLUMNS; runs in their first-row order)."""
     _check(frame)
-    if frame.is_empty():
-        raise ValueError("variance: no scored answer in the selected runs")
-    parts: dict[str, list[dict]] = {"components": [], "intervals": [], "worst_at_k": [], "pass_k": [], "design": []}
+    designs = _designs(frame)
+    order = {run: i for i, run in enumerate(frame["run_id"].unique(maintain_order=True).to_list())}
+    frame = frame.with_columns(_run=pl.col("run_id").replace_strict(order, return_dtype=pl.Int64)).sort(
+        "_run", "benchmark", "case_id", "sample", "judge_pass")
+    parts: dict[str, list] = {name: [] for name in SCHEMAS}
     notes: list[str] = []
-    for run in frame["run_id"].unique(maintain_order=True).to_list():
-        _run_budget(run, frame.filter(pl.col("run_id") == run), options, parts, notes)
+    for (run,), rows in frame.partition_by("run_id", maintain_order=True, as_dict=True).items():
+        _run_budget(run, rows, designs[run], options, parts, notes)
     frames = {name: pl.DataFrame(rows, schema=SCHEMAS[name], orient="row") for name, rows in parts.items()}
     return VarianceBudget(frames["components"], frames["intervals"], frames["worst_at_k"], frames["pass_k"],
                           frames["design"], list(dict.fromkeys(notes)))
@@ -170,12 +187,15 @@ SCHEMAS = {
     "intervals": {"run_id": pl.String, "benchmark": pl.String, "kind": pl.String, "mean": pl.Float64,
                   "ci_low": pl.Float64, "ci_high": pl.Float64, "note": pl.String},
     "worst_at_k": {"run_id": pl.String, "benchmark": pl.String, "k": pl.Int64, "value": pl.Float64,
-                   "ci_low": pl.Float64, "ci_high": pl.Float64},
+                   "ci_low": pl.Float64, "ci_high": pl.Float64, "ci_note": pl.String},
     "pass_k": {"run_id": pl.String, "benchmark": pl.String, "k": pl.Int64, "threshold": pl.Float64,
-               "value": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64},
+               "value": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "ci_note": pl.String},
     "design": {"run_id": pl.String, "benchmark": pl.String, "n_cases": pl.Int64, "answers_per_case": pl.Int64,
                "passes_per_answer": pl.Int64},
 }
+
+
+FEW_NOTE = f"fewer than {MIN_INTERVAL_CASES} cases in a benchmark: no interval"
 
 
 def _threshold(benchmark: str, options: VarianceOptions) -> float:
@@ -183,32 +203,103 @@ def _threshold(benchmark: str, options: VarianceOptions) -> float:
     return options.f1_threshold if method == F1_WEIGHTED_RUBRIC else options.points_threshold
 
 
-def _num(value: float | np.floating) -> float | None:
-    value = float(value)
-    return None if math.isnan(value) else value
+def _num(value: float | np.floating | None) -> float | None:
+    return None if value is None or math.isnan(float(value)) else float(value)
 
 
-def _run_budget(run: str, rows: pl.DataFrame, options: VarianceOptions, parts: dict[str, list], notes: list[str]
-                ) -> None:
-    answers, passes = _design(run, rows)
-    rows = rows.sort("benchmark", "case_id", "sample", "judge_pass")
-    names = rows["benchmark"].unique(maintain_order=True).to_list()
-    values, thresholds = [], []
-    for name in names:
-        scores = rows.filter(pl.col("benchmark") == name)["score"].cast(pl.Float64).to_numpy()
+class _Statistics:
+    """Statistics of one run as functions of per-benchmark case means: estimate, resamples and jackknife per
+    benchmark and macro, collected so that their BCa intervals are computed together."""
+
+    def __init__(self, values: list[np.ndarray], counts: tuple[np.ndarray, ...]) -> None:
+        self.sizes = [v.shape[1] for v in values]
+        self.jack = [leave_one_out(v) for v in values]
+        rows = values[0].shape[0] if values else 0
+        # The values and their moment products resampled in one product per benchmark.
+        stacked = [np.vstack([v, moment_products(v)]) for v in values]
+        means = [np.hstack([m.mean(axis=1)[:, None], (m @ c) / m.shape[1]]) for m, c in zip(stacked, counts)]
+        self.point = [m[:rows, :1] for m in means]
+        self.boot = [m[:rows, 1:] for m in means]
+        self.second = [m[rows:, :1] for m in means]
+        self.boot_second = [m[rows:, 1:] for m in means]
+        self.rows: list[tuple[float, np.ndarray, np.ndarray]] = []
+        self.parts: dict[tuple[str, int], tuple[float, float, np.ndarray, np.ndarray]] = {}
+
+    def component(self, name: str, members: list[int], answers: int, passes: int) -> tuple[float, float]:
+        """Bootstrap-t interval of the component ``name`` averaged over ``members`` (its delta-method standard
+        error, in the sample and in every resample, from the covariance of the per-case moment rows)."""
+        point = boot = 0.0
+        variance = boot_variance = 0.0
+        for b in members:
+            value, se, values, ses = self._part(name, b, answers, passes)
+            point, boot = point + value, boot + values
+            variance, boot_variance = variance + se ** 2, boot_variance + ses ** 2
+        count = len(members)
+        return studentized_interval(float(point) / count, math.sqrt(variance) / count, boot / count,
+                                    np.sqrt(boot_variance) / count, CI_LOW, CI_HIGH)
+
+    def add(self, fn: Callable[[np.ndarray, int], np.ndarray], members: list[int]) -> int:
+        """Index of the statistic mean_b fn(case means of benchmark b, n_b) over ``members``."""
+        count = len(members)
+        points = [float(fn(self.point[b], self.sizes[b])[0]) for b in members]
+        point = sum(points) / count
+        boot = sum(fn(self.boot[b], self.sizes[b]) for b in members) / count
+        jack = np.concatenate([point + (fn(self.jack[b], self.sizes[b] - 1) - p) / count
+                               for b, p in zip(members, points)])
+        self.rows.append((point, boot, jack))
+        return len(self.rows) - 1
+
+    def _part(self, name: str, b: int, answers: int, passes: int) -> tuple[float, float, np.ndarray, np.ndarray]:
+        """Component ``name`` of benchmark b: estimate, standard error, and both in every resample."""
+        key = (name, b)
+        if key not in self.parts:
+            n = self.sizes[b]
+
+            def at(means: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                weights = gradient(name, means, n, answers, passes)
+                return estimates(means, n, answers, passes)[name][0], standard_error(weights, means, second, n)
+
+            (value, se), (values, ses) = at(self.point[b], self.second[b]), at(self.boot[b], self.boot_second[b])
+            self.parts[key] = (float(value[0]), float(se[0]), values, ses)
+        return self.parts[key]
+
+    def intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Estimates, BCa lows and highs of every statistic added, in order."""
+        point = np.array([r[0] for r in self.rows])
+        low, high = bca_interval(point, [r[1] for r in self.rows], [r[2] for r in self.rows], CI_LOW, CI_HIGH)
+        return point, low, high
+
+
+def _run_budget(run: str, rows: pl.DataFrame, design: tuple[int, int], options: VarianceOptions,
+                parts: dict[str, list], notes: list[str]) -> None:
+    answers, passes = design
+    names, values, thresholds = [], [], []
+    for (name,), part in rows.partition_by("benchmark", maintain_order=True, as_dict=True).items():
+        names.append(name)
         thresholds.append(_threshold(name, options))
+        scores = part["score"].cast(pl.Float64).to_numpy()
         values.append(case_values(scores.reshape(-1, answers, passes), thresholds[-1]))
-    sizes = [v.shape[1] for v in values]
-    draws = draw_resamples(list(zip(names, sizes)), options.resamples)
-    point = [v.mean(axis=1)[:, None] for v in values]  # (rows, 1) case means
-    boot = [(v @ draws.counts[b]) / v.shape[1] for b, v in enumerate(values)]  # (rows, samples)
+    draws = draw_resamples(list(zip(names, [v.shape[1] for v in values])), options.resamples)
+    stats = _Statistics(values, draws.counts)
+    sizes = stats.sizes
+    pending = []  # (table, row without interval, statistic index or None)
     scopes = [(name, [b]) for b, name in enumerate(names)] + [(OVERALL, list(range(len(names))))]
     for scope, members in scopes:
-        n_cases = sum(sizes[b] for b in members)
-        parts["design"].append((run, scope, n_cases, answers, passes))
-        _components(run, scope, members, sizes, point, boot, answers, passes, parts, notes)
-        _reliability(run, scope, members, point, boot, answers, thresholds, parts)
-    _run_intervals(run, sizes, point, boot, answers, options, parts, notes)
+        parts["design"].append((run, scope, sum(sizes[b] for b in members), answers, passes))
+        parts["components"] += _components(run, scope, members, stats, answers, passes, notes)
+        for k in range(1, answers + 1):
+            same = len({thresholds[b] for b in members}) == 1
+            worst = stats.add(lambda means, n, row=FIXED_ROWS + k - 1: means[row], members)
+            share = stats.add(lambda means, n, row=FIXED_ROWS + answers + k - 1: means[row], members)
+            few = min(sizes[b] for b in members) < MIN_INTERVAL_CASES
+            pending.append(("worst_at_k", (run, scope, k), worst, few))
+            pending.append(("pass_k", (run, scope, k, thresholds[members[0]] if same else None), share, few))
+    mean = stats.add(lambda means, n: means[MEAN], list(range(len(names))))
+    point, low, high = stats.intervals()
+    for table, row, index, few in pending:
+        ends = (None, None) if few else (_num(low[index]), _num(high[index]))
+        parts[table].append((*row, _num(point[index]), *ends, FEW_NOTE if few else None))
+    _run_intervals(run, sizes, stats.point, answers, (point[mean], low[mean], high[mean]), parts, notes)
     if answers == 1:
         notes.append(f"run {run} has one answer per case (K = 1): the answer component cannot be estimated "
                      "(null); the case and answer parts are shown together")
@@ -217,32 +308,28 @@ def _run_budget(run: str, rows: pl.DataFrame, options: VarianceOptions, parts: d
                      "(null); it is shown inside " + ("answer+judge" if answers > 1 else "case+answer+judge"))
 
 
-def _components(run: str, scope: str, members: list[int], sizes: list[int], point: list[np.ndarray],
-                boot: list[np.ndarray], answers: int, passes: int, parts: dict[str, list], notes: list[str]) -> None:
-    """Rows of ``scope`` (one benchmark, or the macro over ``members``): each component, its interval, share."""
-    count = len(members)
-    est = [estimates(point[b], sizes[b], answers, passes) for b in members]
-    res = [estimates(boot[b], sizes[b], answers, passes, resampled=True) for b in members]
-    total = sum(float(between_variance(point[b], sizes[b])[0]) / sizes[b] for b in members) / count ** 2
-    few = min(sizes[b] for b in members) < MIN_INTERVAL_CASES
+def _components(run: str, scope: str, members: list[int], stats: _Statistics, answers: int, passes: int,
+                notes: list[str]) -> list[tuple]:
+    """Rows of ``scope`` (one benchmark, or the macro over ``members``): each component, its interval and its
+    share of the variance of the mean; the parts the design cannot estimate as null with the reason."""
+    sizes, count = stats.sizes, len(members)
+    est = [estimates(stats.point[b], sizes[b], answers, passes) for b in members]
+    total = sum(float(between_variance(stats.point[b], sizes[b])[0]) / sizes[b] for b in members) / count ** 2
+    few = min(sizes[b] for b in members) < MIN_COMPONENT_CASES
     if few:
-        notes.append(f"component intervals need {MIN_INTERVAL_CASES} or more cases in every benchmark: a variance "
-                     "from fewer cases has no usable bootstrap interval (ci_note)")
+        notes.append(f"variance component intervals need {MIN_COMPONENT_CASES} or more cases in every benchmark "
+                     "(fewer: they under-cover; none given, see ci_note)")
     rows = []
     for name in components(answers, passes):
         value = sum(float(e[name][0][0]) for e in est) / count
         divisor = est[0][name][1]
-        share_of = sum(float(e[name][0][0]) / (divisor * sizes[b]) for e, b in zip(est, members)) / count ** 2
-        low = high = math.nan
-        note = None
-        if few:
-            note = f"fewer than {MIN_INTERVAL_CASES} cases in a benchmark: no interval"
-        else:
-            low, high = percentile_interval(sum(r[name][0] for r in res) / count)
-        share = share_of / total if total > 0 else math.nan
-        rows.append((run, scope, name, _num(value), _num(low), _num(high), _num(share), note))
+        part = sum(float(e[name][0][0]) / (divisor * sizes[b]) for e, b in zip(est, members)) / count ** 2
+        share = part / total if total > 0 else math.nan
+        ends = (math.nan, math.nan) if few else stats.component(name, members, answers, passes)
+        note = f"fewer than {MIN_COMPONENT_CASES} cases in a benchmark: no interval" if few else None
+        rows.append((run, scope, name, _num(value), _num(ends[0]), _num(ends[1]), _num(share), note))
     rows += [(run, scope, name, None, None, None, None, reason) for name, reason in _not_estimable(answers, passes)]
-    parts["components"] += sorted(rows, key=lambda row: ORDER.index(row[2]))
+    return sorted(rows, key=lambda row: ORDER.index(row[2]))
 
 
 ORDER = ("case", "answer", "judge", "case+answer", "answer+judge", "case+answer+judge")
@@ -261,37 +348,25 @@ def _not_estimable(answers: int, passes: int) -> list[tuple[str, str]]:
     return out
 
 
-def _reliability(run: str, scope: str, members: list[int], point: list[np.ndarray], boot: list[np.ndarray],
-                 answers: int, thresholds: list[float], parts: dict[str, list]) -> None:
-    count = len(members)
-    same = len({thresholds[b] for b in members}) == 1
-    for k in range(1, answers + 1):
-        for key, row in (("worst_at_k", FIXED_ROWS + k - 1), ("pass_k", FIXED_ROWS + answers + k - 1)):
-            value = sum(float(point[b][row, 0]) for b in members) / count
-            low, high = percentile_interval(sum(boot[b][row] for b in members) / count)
-            if key == "worst_at_k":
-                parts[key].append((run, scope, k, value, _num(low), _num(high)))
-            else:
-                threshold = thresholds[members[0]] if same else None
-                parts[key].append((run, scope, k, threshold, value, _num(low), _num(high)))
-
-
-def _run_intervals(run: str, sizes: list[int], point: list[np.ndarray], boot: list[np.ndarray], answers: int,
-                   options: VarianceOptions, parts: dict[str, list], notes: list[str]) -> None:
+def _run_intervals(run: str, sizes: list[int], point: list[np.ndarray], answers: int,
+                   cases: tuple[float, float, float], parts: dict[str, list], notes: list[str]) -> None:
     count = len(sizes)
-    mean = sum(float(p[0, 0]) for p in point) / count
-    low, high = percentile_interval(sum(b[0] for b in boot) / count)
-    parts["intervals"].append((run, OVERALL, "cases", mean, _num(low), _num(high),
+    mean, low, high = cases
+    if min(sizes) < MIN_INTERVAL_CASES:
+        for kind in ("cases", "same_cases"):
+            parts["intervals"].append((run, OVERALL, kind, float(mean), None, None, FEW_NOTE))
+        return
+    parts["intervals"].append((run, OVERALL, "cases", float(mean), _num(low), _num(high),
                                "new cases, answers and judge passes: cases resampled whole (answer and judge "
                                "variance are inside the spread of case scores)"))
     if answers > 1:
         within = sum(float(p[WITHIN_ANSWERS, 0]) / (answers * n) for p, n in zip(point, sizes)) / count ** 2
         half = Z95 * math.sqrt(max(within, 0.0))
-        parts["intervals"].append((run, OVERALL, "same_cases", mean, mean - half, mean + half,
+        parts["intervals"].append((run, OVERALL, "same_cases", float(mean), mean - half, mean + half,
                                    "the same cases, new answers and judge passes: how far a re-run moves the mean"))
     else:
-        parts["intervals"].append((run, OVERALL, "same_cases", mean, None, None,
+        parts["intervals"].append((run, OVERALL, "same_cases", float(mean), None, None,
                                    "K = 1: how far new answers move the mean cannot be estimated"))
     if min(sizes) < 25:
-        notes.append(f"run {run}: {min(sizes)} cases in its smallest benchmark; case-resampled percentile "
-                     "intervals under-cover below ~25 cases per benchmark")
+        notes.append(f"run {run}: {min(sizes)} cases in its smallest benchmark; intervals of means under-cover "
+                     "somewhat below ~25 cases per benchmark")
