@@ -59,6 +59,9 @@ _EXPORTS: dict[str, str] = {
     "judge_noise": "toolkit.analysis",
     "NoiseOptions": "toolkit.analysis",
     "plan_power": "toolkit.analysis",
+    "variance_components": "toolkit.analysis.variance",
+    "variance_budget": "toolkit.analysis.variance",
+    "VarianceOptions": "toolkit.analysis.variance",
     # the comparison report
     "write_report": "toolkit.report",
     "ReportOptions": "toolkit.report",

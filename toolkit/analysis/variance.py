@@ -98,8 +98,12 @@ class VarianceBudget:
     notes: list[str]
 
     def sections(self) -> dict[str, pl.DataFrame]:
-        return {"design": self.design, "components": self.components, "intervals": self.intervals,
-                "worst_at_k": self.worst_at_k, "pass_k": self.pass_k}
+        """The output's sections: components (without shares), shares (each estimated part's fraction of the
+        variance of the run mean), the run intervals, worst-at-k and pass^k."""
+        shares = self.components.filter(pl.col("share").is_not_null()).select("run_id", "benchmark", "component",
+                                                                              "share")
+        return {"design": self.design, "components": self.components.drop("share"), "shares": shares,
+                "intervals": self.intervals, "worst_at_k": self.worst_at_k, "pass_k": self.pass_k}
 
     def records(self) -> list[dict]:
         """Per run and benchmark (and overall): benchmark, n_cases, answers_per_case, passes_per_answer,
