@@ -116,21 +116,24 @@ def standard_error(weights: np.ndarray, means: np.ndarray, products: np.ndarray,
     return np.sqrt(np.maximum(np.einsum("k...,kl...,l...->...", weights, cov, weights), 0.0) / n)
 
 
-def studentized_interval(point: float, se: float, boot: np.ndarray, boot_se: np.ndarray, low: float,
-                         high: float) -> tuple[float, float]:
-    """Bootstrap-t: [point - t_high * se, point - t_low * se], t the quantiles of (boot - point) / boot_se over
-    resamples with a standard error; a statistic without spread gets its estimate at both ends."""
-    if math.isnan(point) or math.isnan(se):
-        return math.nan, math.nan
-    if se == 0:
-        return point, point
+def studentized_intervals(rows: list[tuple[float, float, np.ndarray, np.ndarray]], low: float, high: float
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """Bootstrap-t per (estimate, se, resampled estimates, resampled ses): [est - t_high * se, est - t_low * se],
+    t the quantiles of (est* - est) / se* over resamples with a standard error; no spread: the estimate."""
+    if not rows:
+        return np.empty(0), np.empty(0)
+    point = np.array([r[0] for r in rows])
+    se = np.array([r[1] for r in rows])
     with np.errstate(invalid="ignore", divide="ignore"):
-        t = (boot - point) / boot_se
-    t = t[np.isfinite(t)]
-    if not t.size:
-        return math.nan, math.nan
-    t_low, t_high = np.quantile(t, [low, high])
-    return point - t_high * se, point - t_low * se
+        t = (np.vstack([r[2] for r in rows]) - point[:, None]) / np.vstack([r[3] for r in rows])
+    t[~np.isfinite(t)] = np.nan
+    usable = ~np.isnan(t).all(axis=1)
+    t_low, t_high = np.full(len(rows), np.nan), np.full(len(rows), np.nan)
+    if usable.any():
+        t_low[usable], t_high[usable] = np.nanquantile(t[usable], [low, high], axis=1)
+    lows, highs = point - t_high * se, point - t_low * se
+    flat = se == 0
+    return np.where(flat, point, lows), np.where(flat, point, highs)
 
 
 _NORMAL = NormalDist()

@@ -66,7 +66,7 @@ import polars as pl
 
 from toolkit.analysis._variance_stats import (FIXED_ROWS, MEAN, WITHIN_ANSWERS, bca_interval, between_variance,
                                               case_values, components, estimates, gradient, leave_one_out,
-                                              moment_products, standard_error, studentized_interval)
+                                              moment_products, standard_error, studentized_intervals)
 from toolkit.analysis.paired import ResampleSettings, draw_resamples
 from toolkit.protocol import BENCHMARK_METHODS, CI_HIGH, CI_LOW, F1_WEIGHTED_RUBRIC
 from toolkit.selection import JudgeSelection, RunData, read_runs, scored_passes, select_judgments
@@ -178,8 +178,14 @@ def variance_budget(frame: pl.DataFrame, options: VarianceOptions = VarianceOpti
         "_run", "benchmark", "case_id", "sample", "judge_pass")
     parts: dict[str, list] = {name: [] for name in SCHEMAS}
     notes: list[str] = []
-    for (run,), rows in frame.partition_by("run_id", maintain_order=True, as_dict=True).items():
-        _run_budget(run, rows, designs[run], options, parts, notes)
+    runs, names = frame["run_id"].to_numpy(), frame["benchmark"].to_numpy()
+    scores = frame["score"].cast(pl.Float64).to_numpy()
+    starts = np.flatnonzero(np.r_[True, (runs[1:] != runs[:-1]) | (names[1:] != names[:-1])])
+    blocks: dict[str, list[tuple[str, np.ndarray]]] = {}
+    for start, stop in zip(starts, np.r_[starts[1:], len(scores)]):
+        blocks.setdefault(runs[start], []).append((names[start], scores[start:stop]))
+    for run, benchmarks in blocks.items():
+        _run_budget(run, benchmarks, designs[run], options, parts, notes)
     frames = {name: pl.DataFrame(rows, schema=SCHEMAS[name], orient="row") for name, rows in parts.items()}
     return VarianceBudget(frames["components"], frames["intervals"], frames["worst_at_k"], frames["pass_k"],
                           frames["design"], list(dict.fromkeys(notes)))
@@ -222,16 +228,16 @@ class _Statistics:
         # The values and their moment products resampled in one product per benchmark.
         stacked = [np.vstack([v, moment_products(v)]) for v in values]
         means = [np.hstack([m.mean(axis=1)[:, None], (m @ c) / m.shape[1]]) for m, c in zip(stacked, counts)]
-        self.point = [m[:rows, :1] for m in means]
-        self.boot = [m[:rows, 1:] for m in means]
-        self.second = [m[rows:, :1] for m in means]
-        self.boot_second = [m[rows:, 1:] for m in means]
+        self.both = [m[:rows] for m in means]  # column 0: the sample, then one column per resample
+        self.both_second = [m[rows:] for m in means]
+        self.point = [m[:, :1] for m in self.both]
         self.rows: list[tuple[float, np.ndarray, np.ndarray]] = []
         self.parts: dict[tuple[str, int], tuple[float, float, np.ndarray, np.ndarray]] = {}
+        self.student: list[tuple[float, float, np.ndarray, np.ndarray]] = []
 
-    def component(self, name: str, members: list[int], answers: int, passes: int) -> tuple[float, float]:
-        """Bootstrap-t interval of the component ``name`` averaged over ``members`` (its delta-method standard
-        error, in the sample and in every resample, from the covariance of the per-case moment rows)."""
+    def component(self, name: str, members: list[int], answers: int, passes: int) -> int:
+        """Index of the component ``name`` averaged over ``members`` for its bootstrap-t interval: its
+        delta-method standard error, in the sample and in every resample, from the per-case moment rows."""
         point = boot = 0.0
         variance = boot_variance = 0.0
         for b in members:
@@ -239,15 +245,21 @@ class _Statistics:
             point, boot = point + value, boot + values
             variance, boot_variance = variance + se ** 2, boot_variance + ses ** 2
         count = len(members)
-        return studentized_interval(float(point) / count, math.sqrt(variance) / count, boot / count,
-                                    np.sqrt(boot_variance) / count, CI_LOW, CI_HIGH)
+        self.student.append((float(point) / count, math.sqrt(variance) / count, boot / count,
+                             np.sqrt(boot_variance) / count))
+        return len(self.student) - 1
+
+    def component_intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Bootstrap-t lows and highs of every component added, in order."""
+        return studentized_intervals(self.student, CI_LOW, CI_HIGH)
 
     def add(self, fn: Callable[[np.ndarray, int], np.ndarray], members: list[int]) -> int:
         """Index of the statistic mean_b fn(case means of benchmark b, n_b) over ``members``."""
         count = len(members)
-        points = [float(fn(self.point[b], self.sizes[b])[0]) for b in members]
+        both = [fn(self.both[b], self.sizes[b]) for b in members]
+        points = [float(x[0]) for x in both]
         point = sum(points) / count
-        boot = sum(fn(self.boot[b], self.sizes[b]) for b in members) / count
+        boot = sum(x[1:] for x in both) / count
         jack = np.concatenate([point + (fn(self.jack[b], self.sizes[b] - 1) - p) / count
                                for b, p in zip(members, points)])
         self.rows.append((point, boot, jack))
@@ -259,12 +271,10 @@ class _Statistics:
         if key not in self.parts:
             n = self.sizes[b]
 
-            def at(means: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-                weights = gradient(name, means, n, answers, passes)
-                return estimates(means, n, answers, passes)[name][0], standard_error(weights, means, second, n)
-
-            (value, se), (values, ses) = at(self.point[b], self.second[b]), at(self.boot[b], self.boot_second[b])
-            self.parts[key] = (float(value[0]), float(se[0]), values, ses)
+            means = self.both[b]
+            value = estimates(means, n, answers, passes)[name][0]
+            se = standard_error(gradient(name, means, n, answers, passes), means, self.both_second[b], n)
+            self.parts[key] = (float(value[0]), float(se[0]), value[1:], se[1:])
         return self.parts[key]
 
     def intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -274,23 +284,24 @@ class _Statistics:
         return point, low, high
 
 
-def _run_budget(run: str, rows: pl.DataFrame, design: tuple[int, int], options: VarianceOptions,
-                parts: dict[str, list], notes: list[str]) -> None:
+def _run_budget(run: str, benchmarks: list[tuple[str, np.ndarray]], design: tuple[int, int],
+                options: VarianceOptions, parts: dict[str, list], notes: list[str]) -> None:
+    """The rows of one run; ``benchmarks``: (name, its scores ordered by case, sample and pass), by name."""
     answers, passes = design
     names, values, thresholds = [], [], []
-    for (name,), part in rows.partition_by("benchmark", maintain_order=True, as_dict=True).items():
+    for name, scores in benchmarks:
         names.append(name)
         thresholds.append(_threshold(name, options))
-        scores = part["score"].cast(pl.Float64).to_numpy()
         values.append(case_values(scores.reshape(-1, answers, passes), thresholds[-1]))
     draws = draw_resamples(list(zip(names, [v.shape[1] for v in values])), options.resamples)
     stats = _Statistics(values, draws.counts)
     sizes = stats.sizes
-    pending = []  # (table, row without interval, statistic index or None)
+    pending = []  # (table, row without interval, statistic index, no interval)
+    components_rows: list[tuple] = []
     scopes = [(name, [b]) for b, name in enumerate(names)] + [(OVERALL, list(range(len(names))))]
     for scope, members in scopes:
         parts["design"].append((run, scope, sum(sizes[b] for b in members), answers, passes))
-        parts["components"] += _components(run, scope, members, stats, answers, passes, notes)
+        components_rows += _components(run, scope, members, stats, answers, passes, notes)
         for k in range(1, answers + 1):
             same = len({thresholds[b] for b in members}) == 1
             worst = stats.add(lambda means, n, row=FIXED_ROWS + k - 1: means[row], members)
@@ -300,6 +311,10 @@ def _run_budget(run: str, rows: pl.DataFrame, design: tuple[int, int], options: 
             pending.append(("pass_k", (run, scope, k, thresholds[members[0]] if same else None), share, few))
     mean = stats.add(lambda means, n: means[MEAN], list(range(len(names))))
     point, low, high = stats.intervals()
+    lows, highs = stats.component_intervals()
+    for head, tail, index in components_rows:
+        ends = (None, None) if index is None else (_num(lows[index]), _num(highs[index]))
+        parts["components"].append((*head, *ends, *tail))
     for table, row, index, few in pending:
         ends = (None, None) if few else (_num(low[index]), _num(high[index]))
         parts[table].append((*row, _num(point[index]), *ends, FEW_NOTE if few else None))
@@ -314,8 +329,9 @@ def _run_budget(run: str, rows: pl.DataFrame, design: tuple[int, int], options: 
 
 def _components(run: str, scope: str, members: list[int], stats: _Statistics, answers: int, passes: int,
                 notes: list[str]) -> list[tuple]:
-    """Rows of ``scope`` (one benchmark, or the macro over ``members``): each component, its interval and its
-    share of the variance of the mean; the parts the design cannot estimate as null with the reason."""
+    """Rows of ``scope`` (one benchmark, or the macro over ``members``): each component and its share of the
+    variance of the mean, with the index of its interval (None: none); the parts the design cannot estimate
+    as null with the reason. A row is ((run, scope, component, variance), (share, ci_note), index)."""
     sizes, count = stats.sizes, len(members)
     est = [estimates(stats.point[b], sizes[b], answers, passes) for b in members]
     total = sum(float(between_variance(stats.point[b], sizes[b])[0]) / sizes[b] for b in members) / count ** 2
@@ -329,11 +345,11 @@ def _components(run: str, scope: str, members: list[int], stats: _Statistics, an
         divisor = est[0][name][1]
         part = sum(float(e[name][0][0]) / (divisor * sizes[b]) for e, b in zip(est, members)) / count ** 2
         share = part / total if total > 0 else math.nan
-        ends = (math.nan, math.nan) if few else stats.component(name, members, answers, passes)
+        index = None if few else stats.component(name, members, answers, passes)
         note = f"fewer than {MIN_COMPONENT_CASES} cases in a benchmark: no interval" if few else None
-        rows.append((run, scope, name, _num(value), _num(ends[0]), _num(ends[1]), _num(share), note))
-    rows += [(run, scope, name, None, None, None, None, reason) for name, reason in _not_estimable(answers, passes)]
-    return sorted(rows, key=lambda row: ORDER.index(row[2]))
+        rows.append(((run, scope, name, _num(value)), (_num(share), note), index))
+    rows += [((run, scope, name, None), (None, reason), None) for name, reason in _not_estimable(answers, passes)]
+    return sorted(rows, key=lambda row: ORDER.index(row[0][2]))
 
 
 ORDER = ("case", "answer", "judge", "case+answer", "answer+judge", "case+answer+judge")
