@@ -127,10 +127,12 @@ def studentized_intervals(rows: list[tuple[float, float, np.ndarray, np.ndarray]
     with np.errstate(invalid="ignore", divide="ignore"):
         t = (np.vstack([r[2] for r in rows]) - point[:, None]) / np.vstack([r[3] for r in rows])
     t[~np.isfinite(t)] = np.nan
-    usable = ~np.isnan(t).all(axis=1)
     t_low, t_high = np.full(len(rows), np.nan), np.full(len(rows), np.nan)
-    if usable.any():
-        t_low[usable], t_high[usable] = np.nanquantile(t[usable], [low, high], axis=1)
+    whole = ~np.isnan(t).any(axis=1)  # one quantile call for these; nanquantile goes row by row
+    if whole.any():
+        t_low[whole], t_high[whole] = np.quantile(t[whole], [low, high], axis=1)
+    for i in np.flatnonzero(~whole & ~np.isnan(t).all(axis=1)):
+        t_low[i], t_high[i] = np.nanquantile(t[i], [low, high])
     lows, highs = point - t_high * se, point - t_low * se
     flat = se == 0
     return np.where(flat, point, lows), np.where(flat, point, highs)

@@ -339,6 +339,9 @@ def _components(run: str, scope: str, members: list[int], stats: _Statistics, an
     if few:
         notes.append(f"variance component intervals need {MIN_COMPONENT_CASES} or more cases in every benchmark "
                      "(fewer: they under-cover; none given, see ci_note)")
+    elif min(sizes[b] for b in members) < 2 * MIN_COMPONENT_CASES:
+        notes.append(f"variance component intervals under-cover somewhat below {2 * MIN_COMPONENT_CASES} cases per "
+                     "benchmark (the case component's about 91% at 25 cases of rubric-shaped scores)")
     rows = []
     for name in components(answers, passes):
         value = sum(float(e[name][0][0]) for e in est) / count
