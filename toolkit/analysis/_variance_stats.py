@@ -1,16 +1,20 @@
 """The arithmetic of ``toolkit.analysis.variance``: per-case statistics of a balanced (cases x answers x
-passes) array, the estimators as functions of their case means, worst-at-k and pass^k weights.
+passes) array, the estimators as functions of their case means, worst-at-k and pass^k weights, and the
+intervals (bootstrap-t for components, BCa for means) over one run's resamples (``Statistics``).
 
 Every statistic here is a function of means over cases of per-case values, so a bootstrap that resamples
-cases whole needs only those values' resampled sums (``SharedResamples.stratum_sums``).
+cases whole needs only those values' products with the draw counts (``SharedResamples.counts``).
 """
 
 from __future__ import annotations
 
 import math
 from statistics import NormalDist
+from typing import Callable
 
 import numpy as np
+
+from toolkit.protocol import CI_HIGH, CI_LOW
 
 # Rows of the per-case value matrix, in this order, then worst-at-k (k = 1..K) and pass^k (k = 1..K).
 MEAN, SQUARE, WITHIN_ANSWERS, WITHIN_PASSES = range(4)
@@ -190,3 +194,70 @@ def bca_interval(point: np.ndarray, boot: list[np.ndarray], jack: list[np.ndarra
     lows, highs = np.where(flat, ordered[:, 0], lows), np.where(flat, ordered[:, 0], highs)
     missing = (valid == 0) | np.isnan(point)
     return np.where(missing, np.nan, lows), np.where(missing, np.nan, highs)
+
+
+class Statistics:
+    """Statistics of one run as functions of per-benchmark case means: estimate, resamples and jackknife per
+    benchmark and macro, collected so that their BCa intervals are computed together."""
+
+    def __init__(self, values: list[np.ndarray], counts: tuple[np.ndarray, ...]) -> None:
+        self.sizes = [v.shape[1] for v in values]
+        self.jack = [leave_one_out(v) for v in values]
+        rows = values[0].shape[0] if values else 0
+        # The values and their moment products resampled in one product per benchmark.
+        stacked = [np.vstack([v, moment_products(v)]) for v in values]
+        means = [np.hstack([m.mean(axis=1)[:, None], (m @ c) / m.shape[1]]) for m, c in zip(stacked, counts)]
+        self.both = [m[:rows] for m in means]  # column 0: the sample, then one column per resample
+        self.both_second = [m[rows:] for m in means]
+        self.point = [m[:, :1] for m in self.both]
+        self.rows: list[tuple[float, np.ndarray, np.ndarray]] = []
+        self.parts: dict[tuple[str, int], tuple[float, float, np.ndarray, np.ndarray]] = {}
+        self.student: list[tuple[float, float, np.ndarray, np.ndarray]] = []
+
+    def component(self, name: str, members: list[int], answers: int, passes: int) -> int:
+        """Index of the component ``name`` averaged over ``members`` for its bootstrap-t interval: its
+        delta-method standard error, in the sample and in every resample, from the per-case moment rows."""
+        point = boot = 0.0
+        variance = boot_variance = 0.0
+        for b in members:
+            value, se, values, ses = self._part(name, b, answers, passes)
+            point, boot = point + value, boot + values
+            variance, boot_variance = variance + se ** 2, boot_variance + ses ** 2
+        count = len(members)
+        self.student.append((float(point) / count, math.sqrt(variance) / count, boot / count,
+                             np.sqrt(boot_variance) / count))
+        return len(self.student) - 1
+
+    def component_intervals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Bootstrap-t lows and highs of every component added, in order."""
+        return studentized_intervals(self.student, CI_LOW, CI_HIGH)
+
+    def add(self, fn: Callable[[np.ndarray, int], np.ndarray], members: list[int]) -> int:
+        """Index of the statistic mean_b fn(case means of benchmark b, n_b) over ``members``."""
+        count = len(members)
+        both = [fn(self.both[b], self.sizes[b]) for b in members]
+        points = [float(x[0]) for x in both]
+        point = sum(points) / count
+        boot = sum(x[1:] for x in both) / count
+        jack = np.concatenate([point + (fn(self.jack[b], self.sizes[b] - 1) - p) / count
+                               for b, p in zip(members, points)])
+        self.rows.append((point, boot, jack))
+        return len(self.rows) - 1
+
+    def _part(self, name: str, b: int, answers: int, passes: int) -> tuple[float, float, np.ndarray, np.ndarray]:
+        """Component ``name`` of benchmark b: estimate, standard error, and both in every resample."""
+        key = (name, b)
+        if key not in self.parts:
+            n = self.sizes[b]
+
+            means = self.both[b]
+            value = estimates(means, n, answers, passes)[name][0]
+            se = standard_error(gradient(name, means, n, answers, passes), means, self.both_second[b], n)
+            self.parts[key] = (float(value[0]), float(se[0]), value[1:], se[1:])
+        return self.parts[key]
+
+    def intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Estimates, BCa lows and highs of every statistic added, in order."""
+        point = np.array([r[0] for r in self.rows])
+        low, high = bca_interval(point, [r[1] for r in self.rows], [r[2] for r in self.rows], CI_LOW, CI_HIGH)
+        return point, low, high

@@ -39,8 +39,8 @@ benchmark for components and below 10 for means (tests/test_variance_coverage.py
 
 Two intervals of the run mean, because two questions are asked of it:
 
-* ``cases``: a new draw of cases, answers and judge passes: the percentile interval of the resampled macro
-  mean. It already includes answer and judge variance: each case score averages its K answers and their
+* ``cases``: a new draw of cases, answers and judge passes: the BCa interval of the resampled macro mean.
+  It already includes answer and judge variance: each case score averages its K answers and their
   spread is inside the spread of case scores (the identity above). It is the interval for the model's mean
   on cases like these.
 * ``same_cases``: the same cases, new answers and judge passes (how far a re-run moves the number):
@@ -50,7 +50,7 @@ Reliability at k, per case from its K answer scores y_(1) <= ... <= y_(K) (each 
 worst-at-k = sum_i C(K - i, k - 1) / C(K, k) * y_(i), the expected minimum over all k-subsets of the K answers
 (unbiased; worst_at_k[1] is the case score); pass^k = C(c, k) / C(K, k) with c answers scoring at least the
 threshold, the unbiased chance that k answers all pass. Both averaged per benchmark, then macro, with
-case-resampled percentile intervals. Threshold default 1.0 for both kinds of benchmark: a perfect points score
+case-resampled BCa intervals. Threshold default 1.0 for both kinds of benchmark: a perfect points score
 (every positive item met, no negative one), and for F1 benchmarks a perfect weighted F1 - any lower cut-off is
 a clinical judgement the protocol does not make, so it is the user's to set (``f1_threshold``).
 """
@@ -59,16 +59,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import polars as pl
 
-from toolkit.analysis._variance_stats import (FIXED_ROWS, MEAN, WITHIN_ANSWERS, bca_interval, between_variance,
-                                              case_values, components, estimates, gradient, leave_one_out,
-                                              moment_products, standard_error, studentized_intervals)
+from toolkit.analysis._variance_stats import (FIXED_ROWS, MEAN, WITHIN_ANSWERS, Statistics, between_variance,
+                                              case_values, components, estimates)
 from toolkit.analysis.paired import ResampleSettings, draw_resamples
-from toolkit.protocol import BENCHMARK_METHODS, CI_HIGH, CI_LOW, F1_WEIGHTED_RUBRIC
+from toolkit.protocol import BENCHMARK_METHODS, F1_WEIGHTED_RUBRIC
 from toolkit.selection import JudgeSelection, RunData, read_runs, scored_passes, select_judgments
 
 Z95 = 1.959963984540054
@@ -123,7 +121,8 @@ class VarianceBudget:
 
 def answer_scores(data: RunData, selection: JudgeSelection = JudgeSelection()) -> pl.DataFrame:
     """One row per run x case x sample x pass of the selected judge (FRAME_COLUMNS). Stores without answer
-    samples hold one answer per case: sample 0."""
+    samples hold one answer per case: sample 0. The one place the store's pass scores become this frame (to
+    be ``toolkit.selection.pass_level_scores`` once the tables carry ``sample``)."""
     _, decisions = select_judgments(data, selection)
     passes = scored_passes(data, decisions)
     sample = pl.col("sample") if "sample" in passes.columns else pl.lit(0, dtype=pl.Int32).alias("sample")
@@ -217,73 +216,6 @@ def _num(value: float | np.floating | None) -> float | None:
     return None if value is None or math.isnan(float(value)) else float(value)
 
 
-class _Statistics:
-    """Statistics of one run as functions of per-benchmark case means: estimate, resamples and jackknife per
-    benchmark and macro, collected so that their BCa intervals are computed together."""
-
-    def __init__(self, values: list[np.ndarray], counts: tuple[np.ndarray, ...]) -> None:
-        self.sizes = [v.shape[1] for v in values]
-        self.jack = [leave_one_out(v) for v in values]
-        rows = values[0].shape[0] if values else 0
-        # The values and their moment products resampled in one product per benchmark.
-        stacked = [np.vstack([v, moment_products(v)]) for v in values]
-        means = [np.hstack([m.mean(axis=1)[:, None], (m @ c) / m.shape[1]]) for m, c in zip(stacked, counts)]
-        self.both = [m[:rows] for m in means]  # column 0: the sample, then one column per resample
-        self.both_second = [m[rows:] for m in means]
-        self.point = [m[:, :1] for m in self.both]
-        self.rows: list[tuple[float, np.ndarray, np.ndarray]] = []
-        self.parts: dict[tuple[str, int], tuple[float, float, np.ndarray, np.ndarray]] = {}
-        self.student: list[tuple[float, float, np.ndarray, np.ndarray]] = []
-
-    def component(self, name: str, members: list[int], answers: int, passes: int) -> int:
-        """Index of the component ``name`` averaged over ``members`` for its bootstrap-t interval: its
-        delta-method standard error, in the sample and in every resample, from the per-case moment rows."""
-        point = boot = 0.0
-        variance = boot_variance = 0.0
-        for b in members:
-            value, se, values, ses = self._part(name, b, answers, passes)
-            point, boot = point + value, boot + values
-            variance, boot_variance = variance + se ** 2, boot_variance + ses ** 2
-        count = len(members)
-        self.student.append((float(point) / count, math.sqrt(variance) / count, boot / count,
-                             np.sqrt(boot_variance) / count))
-        return len(self.student) - 1
-
-    def component_intervals(self) -> tuple[np.ndarray, np.ndarray]:
-        """Bootstrap-t lows and highs of every component added, in order."""
-        return studentized_intervals(self.student, CI_LOW, CI_HIGH)
-
-    def add(self, fn: Callable[[np.ndarray, int], np.ndarray], members: list[int]) -> int:
-        """Index of the statistic mean_b fn(case means of benchmark b, n_b) over ``members``."""
-        count = len(members)
-        both = [fn(self.both[b], self.sizes[b]) for b in members]
-        points = [float(x[0]) for x in both]
-        point = sum(points) / count
-        boot = sum(x[1:] for x in both) / count
-        jack = np.concatenate([point + (fn(self.jack[b], self.sizes[b] - 1) - p) / count
-                               for b, p in zip(members, points)])
-        self.rows.append((point, boot, jack))
-        return len(self.rows) - 1
-
-    def _part(self, name: str, b: int, answers: int, passes: int) -> tuple[float, float, np.ndarray, np.ndarray]:
-        """Component ``name`` of benchmark b: estimate, standard error, and both in every resample."""
-        key = (name, b)
-        if key not in self.parts:
-            n = self.sizes[b]
-
-            means = self.both[b]
-            value = estimates(means, n, answers, passes)[name][0]
-            se = standard_error(gradient(name, means, n, answers, passes), means, self.both_second[b], n)
-            self.parts[key] = (float(value[0]), float(se[0]), value[1:], se[1:])
-        return self.parts[key]
-
-    def intervals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Estimates, BCa lows and highs of every statistic added, in order."""
-        point = np.array([r[0] for r in self.rows])
-        low, high = bca_interval(point, [r[1] for r in self.rows], [r[2] for r in self.rows], CI_LOW, CI_HIGH)
-        return point, low, high
-
-
 def _run_budget(run: str, benchmarks: list[tuple[str, np.ndarray]], design: tuple[int, int],
                 options: VarianceOptions, parts: dict[str, list], notes: list[str]) -> None:
     """The rows of one run; ``benchmarks``: (name, its scores ordered by case, sample and pass), by name."""
@@ -294,7 +226,7 @@ def _run_budget(run: str, benchmarks: list[tuple[str, np.ndarray]], design: tupl
         thresholds.append(_threshold(name, options))
         values.append(case_values(scores.reshape(-1, answers, passes), thresholds[-1]))
     draws = draw_resamples(list(zip(names, [v.shape[1] for v in values])), options.resamples)
-    stats = _Statistics(values, draws.counts)
+    stats = Statistics(values, draws.counts)
     sizes = stats.sizes
     pending = []  # (table, row without interval, statistic index, no interval)
     components_rows: list[tuple] = []
@@ -327,7 +259,7 @@ def _run_budget(run: str, benchmarks: list[tuple[str, np.ndarray]], design: tupl
                      "(null); it is shown inside " + ("answer+judge" if answers > 1 else "case+answer+judge"))
 
 
-def _components(run: str, scope: str, members: list[int], stats: _Statistics, answers: int, passes: int,
+def _components(run: str, scope: str, members: list[int], stats: Statistics, answers: int, passes: int,
                 notes: list[str]) -> list[tuple]:
     """Rows of ``scope`` (one benchmark, or the macro over ``members``): each component and its share of the
     variance of the mean, with the index of its interval (None: none); the parts the design cannot estimate
