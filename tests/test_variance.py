@@ -172,3 +172,18 @@ def test_the_command_reads_a_real_store_and_says_what_it_cannot_estimate(store, 
     assert abs(worst["value"] - summary["overall_macro_mean"]) <= 1e-12
     bad = bedside_process(["variance", "--run", "two-passes", "--f1-threshold", "1.5", *args])
     assert bad.returncode == 1 and bad.stdout == "" and bad.stderr.count("\n") == 1 and "--f1-threshold" in bad.stderr
+
+
+def test_a_run_without_scores_under_the_selection_is_named_not_dropped(store, sample_dataset) -> None:
+    from tests.analysis_sim import write_run
+    from toolkit.analysis.variance import variance_components
+    from toolkit.selection import JudgeSelection
+
+    write_run(store, sample_dataset, "two", 0.5, 1, passes=2)
+    write_run(store, sample_dataset, "one", 0.2, 2, passes=1)
+    options = VarianceOptions(resamples=ResampleSettings(samples=100), selection=JudgeSelection(passes=(2,)))
+    budget = variance_components(store, ["two", "one"], options)
+    assert budget.design["run_id"].unique().to_list() == ["two"]
+    assert "run one has no scored answer under this judge selection: left out" in budget.notes
+    with pytest.raises(ValueError, match="no selected run has a scored answer"):
+        variance_components(store, ["one"], options)

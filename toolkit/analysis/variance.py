@@ -134,8 +134,14 @@ def variance_components(store, run_ids: list[str], options: VarianceOptions = Va
     data = read_runs(store, run_ids, texts=False)
     frame = answer_scores(data, options.selection)
     order = {r: i for i, r in enumerate(data.runs["run_id"].to_list())}
-    return variance_budget(frame.sort(pl.col("run_id").replace_strict(order, return_dtype=pl.Int64),
-                                      maintain_order=True), options)
+    scored = set(frame["run_id"].unique().to_list())
+    if not scored:
+        raise ValueError("variance: no selected run has a scored answer under this judge selection")
+    budget = variance_budget(frame.sort(pl.col("run_id").replace_strict(order, return_dtype=pl.Int64),
+                                        maintain_order=True), options)
+    budget.notes.extend(f"run {run} has no scored answer under this judge selection: left out"
+                        for run in order if run not in scored)
+    return budget
 
 
 def _designs(frame: pl.DataFrame) -> dict[str, tuple[int, int]]:
