@@ -10,7 +10,7 @@ import pytest
 from tests.test_cli_process import bedside_process
 
 SEED_MESSAGE = "bedside: error: seed must be an int >= 0, got -1\n"
-RESAMPLING_COMMANDS = ("summary", "compare", "items", "harms", "agreement", "report")
+RESAMPLING_COMMANDS = ("summary", "compare", "items", "harms", "agreement", "variance", "report")
 
 
 @pytest.mark.parametrize("command", RESAMPLING_COMMANDS)

@@ -47,7 +47,7 @@ def header_words(out: str) -> set[str]:
 
 
 COMMANDS = (("summary", "--all"), ("compare", "--all"), ("items", "--all"), ("harms", "--all"),
-            ("agreement", "--run", "sim/medium"))
+            ("agreement", "--run", "sim/medium"), ("variance", "--all"))
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])

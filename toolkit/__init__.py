@@ -65,6 +65,9 @@ _EXPORTS: dict[str, str] = {
     "NoiseOptions": "toolkit.analysis",
     "plan_power": "toolkit.analysis",
     "plan_design": "toolkit.analysis",
+    "variance_components": "toolkit.analysis.variance",
+    "variance_budget": "toolkit.analysis.variance",
+    "VarianceOptions": "toolkit.analysis.variance",
     # the comparison report
     "write_report": "toolkit.report",
     "ReportOptions": "toolkit.report",

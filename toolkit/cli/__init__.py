@@ -37,6 +37,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "agreement": ("toolkit.cli.analysis:agreement_cmd",
                   "Agreement between the judge passes / judges of each run: percent agreement, Cohen's and Fleiss' "
                   "kappa, Krippendorff's alpha, score differences and the cases that flip most."),
+    "variance": ("toolkit.cli.variance:variance_cmd",
+                 "Variance budget: case, answer and judge variance of a case score with intervals, their shares of "
+                 "the run mean's variance, the run's intervals, worst-at-k and pass^k."),
     "sim": ("toolkit.cli.sim:sim", "A simulated model provider for demos and tests (no network beyond loopback)."),
     "run": ("toolkit.cli.collect:run_cmd",
             "Answer every selected case with a model and judge the answers; resumes where it stopped."),

@@ -17,7 +17,8 @@ each name to its (figure, data) pair.
 
 Inputs: ``Comparison`` (``toolkit.compare``), ``per_case`` frames, ``ItemAnalysis``
 (``analyse_items``), the ``harms`` frame, ``Agreement`` (``judge_agreement``) and ``RunData``
-(``read_runs``; answer lengths in characters need ``texts=True``, else completion tokens are used).
+(``read_runs``; answer lengths in characters need ``texts=True``, else completion tokens are used) and
+``VarianceBudget`` (``toolkit.analysis.variance``: worst-at-k curves).
 
 Errors: a figure that cannot be drawn raises ``ValueError`` with a one-line reason instead of drawing
 an empty panel: fewer than two runs (``pairwise_forest``, ``win_delta_matrix``; ``pair_scatter`` on
@@ -47,6 +48,7 @@ from toolkit.figures.judges import judge_agreement, judge_agreement_data
 from toolkit.figures.pairs import (pair_scatter, pair_scatter_data, pairwise_forest, pairwise_forest_data,
                                    win_delta_matrix, win_delta_matrix_data)
 from toolkit.figures.palette import palette_for
+from toolkit.figures.reliability import worst_at_k, worst_at_k_data
 from toolkit.figures.render import png_bytes, save_png, svg_text
 from toolkit.figures.style import short_labels
 
@@ -63,6 +65,7 @@ FIGURES = {
     "judge_agreement": (judge_agreement, judge_agreement_data),
     "length_bias": (length_bias, length_bias_data),
     "cost": (cost, cost_data),
+    "worst_at_k": (worst_at_k, worst_at_k_data),
 }
 
 __all__ = sorted({name for pair in FIGURES.values() for name in (p.__name__ for p in pair)}
