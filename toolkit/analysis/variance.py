@@ -67,7 +67,7 @@ from toolkit.analysis._variance_stats import (FIXED_ROWS, MEAN, WITHIN_ANSWERS, 
                                               case_values, components, estimates)
 from toolkit.analysis.paired import ResampleSettings, draw_resamples
 from toolkit.protocol import BENCHMARK_METHODS, F1_WEIGHTED_RUBRIC
-from toolkit.selection import JudgeSelection, RunData, read_runs, scored_passes, select_judgments
+from toolkit.selection import JudgeSelection, pass_level_scores, read_runs
 
 Z95 = 1.959963984540054
 OVERALL = "overall"
@@ -119,20 +119,10 @@ class VarianceBudget:
         return out
 
 
-def answer_scores(data: RunData, selection: JudgeSelection = JudgeSelection()) -> pl.DataFrame:
-    """One row per run x case x sample x pass of the selected judge (FRAME_COLUMNS). Stores without answer
-    samples hold one answer per case: sample 0. The one place the store's pass scores become this frame (to
-    be ``toolkit.selection.pass_level_scores`` once the tables carry ``sample``)."""
-    _, decisions = select_judgments(data, selection)
-    passes = scored_passes(data, decisions)
-    sample = pl.col("sample") if "sample" in passes.columns else pl.lit(0, dtype=pl.Int32).alias("sample")
-    return passes.select("run_id", "benchmark", "case_id", sample, "judge_pass", "score")
-
-
 def variance_components(store, run_ids: list[str], options: VarianceOptions = VarianceOptions()) -> VarianceBudget:
     """The variance budget of these stored runs (their scored judge and passes: ``options.selection``)."""
     data = read_runs(store, run_ids, texts=False)
-    frame = answer_scores(data, options.selection)
+    frame = pass_level_scores(data, options.selection)
     order = {r: i for i, r in enumerate(data.runs["run_id"].to_list())}
     scored = set(frame["run_id"].unique().to_list())
     if not scored:
