@@ -41,7 +41,7 @@ def test_plan_prints_the_planners_design_and_every_alternative(tmp_path: Path) -
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--components", "{c}", "--answer-cost", "1", "--judge-cost", "1"], "give --target-mdd, --budget, or both"),
-    (["--target-mdd", "0.05", "--answer-cost", "1", "--judge-cost", "1"], "give --components FILE.json"),
+    (["--target-mdd", "0.05", "--answer-cost", "1", "--judge-cost", "1"], "give --run A --run B"),
     (["--target-mdd", "0.05", "--components", "{c}", "--judge-cost", "1"], "no answer cost per call"),
     (["--target-mdd", "0.05", "--components", "{bad}", "--answer-cost", "1", "--judge-cost", "1"], "not JSON"),
     (["--target-mdd", "0.05", "--components", "{norho}", "--answer-cost", "1", "--judge-cost", "1"],
@@ -90,3 +90,33 @@ def test_two_runs_give_the_cost_per_call_from_their_tokens_and_prices(tmp_path: 
     unpriced = bedside_process(["plan", "--target-mdd", "0.1", "--components", path, "--run", runs[0], "--run",
                                 runs[1], "--store", str(demo_store), "--prices", str(tmp_path / "none.toml")])
     assert unpriced.returncode != 0 and "none.toml" in unpriced.stderr
+
+
+def test_two_stored_runs_give_their_variance_components(tmp_path: Path, sample_dataset) -> None:
+    """Without --components the two runs' own variance estimates (toolkit.analysis.variance) feed the planner:
+    the printed design is the planner's on those records. One judge pass per answer cannot tell the judge
+    part from the answer part: the designs keep one pass, and a note says why."""
+    from tests.samples_support import sample_decisions, write_samples
+    from toolkit.analysis.design import records_from_components
+    from toolkit.analysis.paired import ResampleSettings
+    from toolkit.analysis.variance import VarianceOptions, variance_components
+
+    root = tmp_path / "s"
+    store = Store.open(root)
+    for run, seed, passes in (("a", 1, 2), ("b", 2, 1)):
+        write_samples(store, sample_dataset, run, sample_decisions(sample_dataset, run, 3, passes=passes, seed=seed))
+    args = ["plan", "--target-mdd", "0.2", "--run", "a", "--run", "b", "--store", str(root), "--rho", "0.4",
+            "--answer-cost", "0.001", "--judge-cost", "0.002", "--max-cases", "500"]
+    done = bedside_process([*args, "--format", "json"])
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    budget = variance_components(store, ["a", "b"], VarianceOptions(resamples=ResampleSettings(samples=1)))
+    records, fixed, notes = records_from_components(budget.components)
+    assert fixed == {"passes"} and shown["notes"] == notes and any("one judge pass" in n for n in notes)
+    want = plan_design(components_from_rows(records, 0.4), 0.001, 0.002, target_mdd=0.2, max_passes=1,
+                       max_cases=500)
+    assert shown["chosen"] == pytest.approx(want.chosen)
+    assert {a["judge_passes"] for a in shown["alternatives"]} == {1}
+    assert {a["answers_per_case"] for a in shown["alternatives"]} == set(range(1, 6))
+    table = bedside_process(args)
+    assert table.returncode == 0 and "note: a run has one judge pass per answer" in table.stderr

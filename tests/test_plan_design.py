@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 
 from toolkit.analysis.design import Components, components_from_rows, plan_design
@@ -122,3 +123,19 @@ def test_the_correlation_of_case_means_is_the_scores_covariance_over_the_case_va
     assert found == pytest.approx(rho, abs=0.05)  # the planted rho, not the noise-attenuated one
     assert np.corrcoef(a, b)[0, 1] < rho - 0.15  # what the observed scores' correlation would have said
     assert case_mean_correlation(cases, "A", "B", {}, {"x": var_case}) == {}  # unknown case variance: left out
+
+
+def test_records_from_components_fold_what_a_design_cannot_tell_apart() -> None:
+    """One answer per case: case+answer is planned as the case part and designs keep one answer; a negative
+    estimate is planned as 0; overall rows are left out; each with a note."""
+    from toolkit.analysis.design import records_from_components
+
+    frame = pl.DataFrame({
+        "run_id": ["a"] * 4 + ["b"] * 3,
+        "benchmark": ["x", "x", "x", "overall", "x", "x", "x"],
+        "component": ["case", "answer", "judge", "case", "case+answer", "answer", "judge"],
+        "variance": [0.04, -0.001, 0.002, 9.0, 0.05, None, 0.003]})
+    records, fixed, notes = records_from_components(frame)
+    assert records == [{"run_id": "a", "benchmark": "x", "var_case": 0.04, "var_answer": 0.0, "var_judge": 0.002},
+                       {"run_id": "b", "benchmark": "x", "var_case": 0.05, "var_answer": 0.0, "var_judge": 0.003}]
+    assert fixed == {"answers"} and len(notes) == 2 and "below 0" in notes[0] and "one answer per case" in notes[1]

@@ -108,6 +108,46 @@ def components_from_rows(rows: Sequence[Mapping], rho: float | Mapping[str, floa
     return out
 
 
+# A part the runs' design could not tell apart (toolkit.analysis.variance's joint rows): the part it is planned
+# as, and the design factor then held at the runs' own value (1).
+_JOINT = {"case+answer": ("var_case", ("answers",)), "answer+judge": ("var_answer", ("passes",)),
+          "case+answer+judge": ("var_case", ("answers", "passes"))}
+
+
+def records_from_components(components: pl.DataFrame) -> tuple[list[dict], set[str], list[str]]:
+    """Planner records (run_id, benchmark, var_case, var_answer, var_judge) from a variance budget's
+    ``components`` frame, per run and benchmark (the overall rows left out); the design factors the runs
+    cannot inform ("answers" with one answer per case, "passes" with one pass per answer: a joint part is
+    planned as its upper part, the lower ones at 0, and that factor stays at 1); and notes saying so. A
+    negative estimate (the unbiased estimate of a small part) is planned as 0."""
+    records: dict[tuple[str, str], dict] = {}
+    fixed: set[str] = set()
+    notes: list[str] = []
+    for row in components.filter(pl.col("benchmark") != "overall").iter_rows(named=True):
+        record = records.setdefault((row["run_id"], row["benchmark"]), {
+            "run_id": row["run_id"], "benchmark": row["benchmark"], **dict.fromkeys(COMPONENTS, 0.0)})
+        name, value = row["component"], row["variance"]
+        if value is None:
+            continue
+        if value < 0:
+            notes.append(f"{row['run_id']} {row['benchmark']}: the {name} variance estimate {value:.3g} is below 0 "
+                         "(a small part estimated without bias): planned as 0")
+            value = 0.0
+        if name in _JOINT:
+            column, held = _JOINT[name]
+            fixed.update(held)
+            record[column] = value
+        else:
+            record[f"var_{name}"] = value
+    if "answers" in fixed:
+        notes.append("a run has one answer per case: the answer part is not told apart from the case part, so "
+                     "every design keeps one answer per case (collect with --answer-samples 2 or more to plan it)")
+    if "passes" in fixed:
+        notes.append("a run has one judge pass per answer: the judge part is not told apart from the answer part, "
+                     "so every design keeps one pass (judge with --judge-passes 2 or more to plan it)")
+    return list(records.values()), fixed, notes
+
+
 def case_mean_correlation(cases: pl.DataFrame, run_a: str, run_b: str, var_case_a: Mapping[str, float],
                           var_case_b: Mapping[str, float]) -> dict[str, float]:
     """Per benchmark, the correlation rho of the two runs' case MEANS from their observed case scores

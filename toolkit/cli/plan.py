@@ -1,12 +1,12 @@
 """``bedside plan``: the cheapest design (cases per benchmark, answers per case, judge passes) for a target
 difference, or the smallest difference a budget detects, over ``toolkit.analysis.design.plan_design``.
 
-Variance components come from ``--components FILE.json`` (a list of records benchmark, var_case, var_answer,
+Variance components come from ``--run A --run B`` (``toolkit.analysis.variance``'s estimates from the two
+stored runs) or from ``--components FILE.json`` (a list of records benchmark, var_case, var_answer,
 var_judge[, run_id][, rho], or an object holding such a list under "components" and optionally "rho"; a record
-of benchmark "overall" is left out, the design being planned per benchmark); the
-toolkit does not estimate them from a store here. With ``--run A --run B`` the runs supply what the store
-knows: USD per answer call and per judge call (their stored tokens x the price table) and the between-model
-correlation of case means (the covariance of their case scores over the components' case variances).
+of benchmark "overall" is left out, the design being planned per benchmark). The runs also supply USD per
+answer call and per judge call (their stored tokens x the price table) and the between-model correlation of
+case means (the covariance of their case scores over the components' case variances).
 """
 
 from __future__ import annotations
@@ -67,12 +67,18 @@ def plan_cmd(target_mdd: float | None, budget: float | None, components_file: st
 
     if target_mdd is None and budget is None:
         raise click.UsageError("give --target-mdd, --budget, or both")
-    if components_file is None:
-        raise click.UsageError("give --components FILE.json: the variance components per benchmark (the store's "
-                               "runs do not give them here)")
+    if components_file is None and not run_ids:
+        raise click.UsageError("give --run A --run B (their variance components are estimated from the store) or "
+                               "--components FILE.json")
     if run_ids and len(set(run_ids)) != 2:
         raise click.UsageError("give --run twice: the two runs of the comparison to plan")
-    records, file_rho = _read_components(components_file, set(run_ids))
+    fixed: set[str] = set()
+    notes: list[str] = []
+    if components_file is not None:
+        records, file_rho = _read_components(components_file, set(run_ids))
+    else:
+        records, fixed, notes = _estimated(store_dir, run_ids)
+        file_rho = None
     store_facts = _from_runs(store_dir, run_ids, prices_file, records) if run_ids else {}
     chosen_rho: Any = rho if rho is not None else file_rho if file_rho is not None else store_facts.get("rho")
     if chosen_rho is None:
@@ -91,19 +97,22 @@ def plan_cmd(target_mdd: float | None, budget: float | None, components_file: st
         raise CommandError([f"no {which.removeprefix('--').replace('-', ' ')} per call: give {which}, or --run A "
                             "--run B with --prices pricing their models (" + store_facts.get("why", "no --run") + ")"])
     plan = plan_design(components_from_rows(records, chosen_rho), answer_cost, judge_cost, target_mdd=target_mdd,
-                       budget=budget, max_answers=max_answers, max_passes=max_passes,
+                       budget=budget, max_answers=1 if "answers" in fixed else max_answers,
+                       max_passes=1 if "passes" in fixed else max_passes,
                        max_cases=max_cases if max_cases is not None else store_facts.get("max_cases"))
     table = plan.alternatives.select(TABLE_COLUMNS)
     if fmt == "json":
         from toolkit.inputs import dumps
 
-        click.echo(dumps({"chosen": plan.chosen, "target_mdd": target_mdd, "budget": budget,
+        click.echo(dumps({"notes": notes, "chosen": plan.chosen, "target_mdd": target_mdd, "budget": budget,
                           "answer_cost": answer_cost, "judge_cost": judge_cost, "benchmarks": list(plan.benchmarks),
                           "alternatives": table.to_dicts()}, indent=2))
         return
     if fmt == "csv":
         emit(table, fmt)
         return
+    for note in notes:
+        say(f"note: {note}", err=True)
     for line in plan.lines():
         say(line)
     say(f"priced at ${answer_cost:.6g} per answer call and ${judge_cost:.6g} per judge call")
@@ -135,6 +144,22 @@ def _read_components(path: str, runs: set[str]) -> tuple[list[dict], Any]:
     if file_rho is None and all("rho" in r for r in data) and data:
         file_rho = {r["benchmark"]: r["rho"] for r in data}
     return data, file_rho
+
+
+def _estimated(store_dir: str | None, run_ids: tuple[str, ...]) -> tuple[list[dict], set[str], list[str]]:
+    """The two runs' variance components per benchmark, as planner records (``records_from_components``)."""
+    from toolkit.analysis.design import records_from_components
+    from toolkit.analysis.paired import ResampleSettings
+    from toolkit.analysis.variance import VarianceOptions, variance_components
+    from toolkit.cli.common import open_store
+
+    # Point estimates only: the fewest resamples the intervals (not used here) accept.
+    options = VarianceOptions(resamples=ResampleSettings(samples=1))
+    try:
+        budget = variance_components(open_store(store_dir), list(dict.fromkeys(run_ids)), options)
+    except ValueError as error:
+        raise CommandError([str(error)]) from None
+    return records_from_components(budget.components)
 
 
 def _from_runs(store_dir: str | None, run_ids: tuple[str, ...], prices_file: str | None,
