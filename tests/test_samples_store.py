@@ -148,3 +148,20 @@ def test_a_db_file_written_before_samples_is_rebuilt_by_its_next_refresh(store: 
         rows = dict(con.execute("SELECT run_id, count(*) FROM sample_scores GROUP BY run_id").fetchall())
         assert con.execute("SELECT count(*) FROM pass_scores WHERE sample = 1").fetchone()[0] > 0
     assert rows == {"k": 2 * sample_dataset.cases.height, "one": sample_dataset.cases.height}
+
+
+def test_an_old_store_is_read_in_one_polars_pass_per_table(tmp_path, sample_dataset) -> None:
+    """Files without ``sample`` take the polars read that fills it, not the file-by-file pyarrow fallback
+    kept for damaged files (it imports pyarrow.parquet, and pandas where installed: most of a cold command)."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "s"
+    _old_store(root, sample_dataset)
+    code = ("import sys\nfrom toolkit.store import Store\nfrom toolkit.selection import read_runs\n"
+            f"data = read_runs(Store.open({str(root)!r}), ['old'])\n"
+            "assert data.decisions['sample'].to_list() == [0] * data.decisions.height > [] \n"
+            "print(sorted(m for m in ('pyarrow.parquet', 'pandas') if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -370,8 +370,8 @@ def read_files(files: list[Path], table: str, columns: list[str]) -> pl.DataFram
             try:
                 rest = pl.read_parquet(names, columns=[c for c in columns if c not in FILLED],
                                        hive_partitioning=False, glob=False, missing_columns="raise")
-                added = pl.read_parquet(names, columns=filled, schema=pl.Schema({c: types[c] for c in filled}),
-                                        hive_partitioning=False, glob=False, missing_columns="insert")
+                added = pl.scan_parquet(names, schema=pl.Schema({c: types[c] for c in filled}), hive_partitioning=False,
+                                        glob=False, missing_columns="insert", extra_columns="ignore").collect()
                 frame = pl.concat([rest, added], how="horizontal")
                 return frame.select(columns).with_columns(
                     [pl.col(c).fill_null(FILLED[c]) for c in filled]).cast(types)
