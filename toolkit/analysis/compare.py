@@ -56,6 +56,12 @@ class Comparison:
     baseline: str | None = None
     separation: pl.DataFrame = field(default_factory=pl.DataFrame)  # separability's one-row frame with counts
 
+    def run_order(self, run_ids: list[str]) -> list[str]:
+        """``run_ids`` in leaderboard order: ranked, not ranked, left out, then the others as given."""
+        ids = self.leaderboard["run_id"].to_list() + self.not_ranked["run_id"].to_list() + \
+            self.excluded["run_id"].to_list()
+        return list(dict.fromkeys(ids + run_ids))
+
     def sections(self) -> dict[str, pl.DataFrame]:
         return {"leaderboard": self.leaderboard, "not_ranked": self.not_ranked, "benchmarks": self.benchmarks,
                 "pairwise": self.pairwise, "versus": self.versus, "ranks": self.ranks,
@@ -124,5 +130,4 @@ def leaderboard_order(data: RunData, selection: JudgeSelection = JudgeSelection(
         cmp = compare_data(data, CompareOptions(resamples=ResampleSettings(samples=100, seed=0), selection=selection))
     except ValueError:
         return data.runs["run_id"].to_list()
-    ids = cmp.leaderboard["run_id"].to_list() + cmp.not_ranked["run_id"].to_list() + cmp.excluded["run_id"].to_list()
-    return list(dict.fromkeys(ids + data.runs["run_id"].to_list()))
+    return cmp.run_order(data.runs["run_id"].to_list())

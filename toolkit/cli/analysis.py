@@ -180,8 +180,9 @@ def compare_cmd(runs: RunChoice, per_benchmark: bool, baseline: str | None, allo
     options = CompareOptions(resamples=ResampleSettings(samples=samples, seed=seed), per_benchmark=per_benchmark,
                              allow_mixed=allow_mixed, selection=selection, baseline=baseline)
     result = compare_data(data, options)
+    order = result.run_order(data.runs["run_id"].to_list())
     notes = result.notes + [f"{samples} paired resamples (seed {seed}) shared by the rank intervals",
-                            PAIRED_METHOD_NOTE, _cost_note(data, prices, leaderboard_order(data, selection))]
+                            PAIRED_METHOD_NOTE, _cost_note(data, prices, order)]
     emit_sections(result.sections(), fmt, section, notes, views={"benchmarks": _benchmark_view(result.benchmarks)})
 
 

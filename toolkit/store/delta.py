@@ -354,8 +354,9 @@ def read_files(files: list[Path], table: str, columns: list[str]) -> pl.DataFram
     naming the first file that cannot be read.
 
     All files in one polars read (parallel, no Python per file, no Arrow casts: a cold command need not
-    import pyarrow.compute, pyarrow.parquet and the ssl it loads; pyarrow.dataset would import pandas). Should that fail, file by file with ``pyarrow.parquet``, which names a damaged file (or reads
-    what polars refused)."""
+    import pyarrow.compute, pyarrow.parquet and the ssl it loads; pyarrow.dataset would import pandas); files
+    written before a FILLED column existed get it in a second polars pass. Should that fail, file by file with
+    ``pyarrow.parquet``, which names a damaged file (or reads what polars refused)."""
     types = polars_schema(table, columns)
     if files:
         names = [str(f) for f in files]
