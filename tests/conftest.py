@@ -77,3 +77,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.nodeid.split("[", 1)[0] in _SLOW or item.nodeid.startswith("tests/test_notebook") \
                 or "demo_store" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def scoring_commits():
+    """This process's commits store scores (as the writers' processes do); the scorers restored afterwards."""
+    from toolkit.score_tables import store_scores
+    from toolkit.store import transaction
+
+    before = list(transaction._SCORERS)
+    store_scores()
+    yield
+    transaction._SCORERS[:] = before

@@ -11,19 +11,16 @@ import polars as pl
 import pytest
 
 from tests.samples_support import sample_decisions, write_samples
-from toolkit.score_tables import score_tables, store_scores
+from toolkit.score_tables import score_tables
 from toolkit.selection import JudgeSelection, pass_level_scores, per_case, per_sample, read_runs, selected_passes
 from toolkit.sql._query import connect
-from toolkit.store import Store, transaction
+from toolkit.store import Store
 from toolkit.summary import summarize
 
 
 @pytest.fixture(autouse=True)
-def scorer():
-    before = list(transaction._SCORERS)
-    store_scores()
-    yield
-    transaction._SCORERS[:] = before
+def scorer(scoring_commits):
+    """Commits in these tests store scores (conftest.scoring_commits)."""
 
 
 def _hand(store: Store, run_id: str) -> tuple[dict, dict]:

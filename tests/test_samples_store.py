@@ -13,7 +13,7 @@ import pytest
 
 from tests import analysis_sim
 from tests.samples_support import sample_decisions, write_samples
-from toolkit.score_tables import score_commit, store_scores
+from toolkit.score_tables import score_commit
 from toolkit.sql._query import connect
 from toolkit.store import Store, delta, transaction
 from toolkit.summary import summarize
@@ -57,11 +57,8 @@ def old_writing():
 
 
 @pytest.fixture(autouse=True)
-def scorer():
-    before = list(transaction._SCORERS)
-    store_scores()
-    yield
-    transaction._SCORERS[:] = before
+def scorer(scoring_commits):
+    """Commits in these tests store scores (conftest.scoring_commits)."""
 
 
 def _rows(frame: pl.DataFrame) -> pl.DataFrame:

@@ -26,12 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
-def scorer():
-    """This process's commits store scores (as the writers' processes do); restored afterwards."""
-    before = list(transaction._SCORERS)
-    store_scores()
-    yield
-    transaction._SCORERS[:] = before
+def scorer(scoring_commits):
+    """Commits in these tests store scores (conftest.scoring_commits)."""
 
 
 def _equal(got: pl.DataFrame, want: pl.DataFrame) -> None:

@@ -168,27 +168,19 @@ def sample_scores(passes: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _means(frame: pl.DataFrame, keys: tuple[str, ...]) -> pl.DataFrame:
+    """Per group of ``keys`` (in first-appearance order): the mean score, precision, recall and severe rate."""
+    return frame.group_by(*keys, maintain_order=True).agg(
+        pl.col("benchmark").first(), pl.col("grading_method").first(), pl.col("score").mean().alias("score"),
+        pl.col("precision").mean(), pl.col("recall").mean(), pl.col("severe_rate").mean())
+
+
 def case_scores(passes: pl.DataFrame) -> pl.DataFrame:
     """One row per run x case: the mean over its samples of each sample's mean score over the judge passes
     given (select them first). One sample: the mean over the passes, bit for bit. ``passes``, ``judges``
     and ``pass_score_sd`` count every pass of the case, of all its samples."""
     passes = with_sample(passes)
-    by_sample = passes.group_by("run_id", "case_id", "sample", maintain_order=True).agg(
-        pl.col("benchmark").first(),
-        pl.col("grading_method").first(),
-        pl.col("score").mean().alias("score"),
-        pl.col("precision").mean(),
-        pl.col("recall").mean(),
-        pl.col("severe_rate").mean(),
-    )
-    means = by_sample.group_by("run_id", "case_id", maintain_order=True).agg(
-        pl.col("benchmark").first(),
-        pl.col("grading_method").first(),
-        pl.col("score").mean().alias("score"),
-        pl.col("precision").mean(),
-        pl.col("recall").mean(),
-        pl.col("severe_rate").mean(),
-    )
+    means = _means(_means(passes, ("run_id", "case_id", "sample")), ("run_id", "case_id"))
     spread = passes.group_by("run_id", "case_id", maintain_order=True).agg(
         pl.len().cast(pl.Int32).alias("passes"),
         pl.col("judge_model").n_unique().cast(pl.Int32).alias("judges"),
