@@ -91,6 +91,17 @@ def test_a_bad_price_table_is_one_line_naming_file_and_field(tmp_path: Path, tex
         load_prices(tmp_path / "missing.toml")
 
 
+def test_a_price_table_that_is_not_a_regular_file_is_one_line_and_never_hangs(tmp_path: Path) -> None:
+    """/dev/zero would be read for ever, a FIFO waits for a writer that never comes: both refused at once."""
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in ("/dev/zero", str(fifo)):
+        with pytest.raises(PriceError, match=re.escape(path)):
+            load_prices(path)
+
+
 def test_the_environment_names_the_table_and_a_path_wins(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "prices.toml"
     path.write_text(TABLE)

@@ -39,7 +39,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.inputs import InputError, read_text
+
 PRICES_ENV = "BEDSIDE_PRICES"
+PRICE_FILE_LIMIT = 1 << 20  # bytes: a table of every model anyone prices is a few kB
 PER_TOKENS = 1_000_000
 
 
@@ -102,11 +105,9 @@ def load_prices(path: str | os.PathLike[str] | PriceTable | None = None) -> Pric
         return BUILT_IN
     source = Path(chosen)
     try:
-        data = tomllib.loads(source.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise PriceError(f"price table {source}: {error.strerror or error}") from None
-    except UnicodeDecodeError:
-        raise PriceError(f"price table {source}: not UTF-8 text") from None
+        data = tomllib.loads(read_text(source, PRICE_FILE_LIMIT))
+    except InputError as error:  # not a regular file (a FIFO, /dev/zero), too large, not UTF-8, missing
+        raise PriceError(f"price table {source}: {error.message}") from None
     except tomllib.TOMLDecodeError as error:
         raise PriceError(f"price table {source}: invalid TOML: {error}") from None
     return parse_prices(data, str(source))
