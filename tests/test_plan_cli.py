@@ -49,10 +49,13 @@ def test_plan_prints_the_planners_design_and_every_alternative(tmp_path: Path) -
     (["--target-mdd", "0.05", "--components", "{c}", "--answer-cost", "1", "--judge-cost", "1", "--max-cases", "3"],
      "no design detects a difference of 0.05 within 3 cases per benchmark"),
     (["--target-mdd", "0.05", "--components", "{c}", "--run", "a"], "give --run twice"),
+    (["--target-mdd", "0.05", "--components", "/dev/zero", "--answer-cost", "1", "--judge-cost", "1"], "/dev/zero"),
+    (["--target-mdd", "0.05", "--components", "{nan}", "--answer-cost", "1", "--judge-cost", "1"], "NaN"),
 ])
 def test_missing_or_bad_inputs_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     files = {"c": _components(tmp_path, {"rho": 0.5, "components": RECORDS}), "bad": str(tmp_path / "bad.json"),
-             "norho": str(tmp_path / "norho.json")}
+             "norho": str(tmp_path / "norho.json"), "nan": str(tmp_path / "nan.json")}
+    Path(files["nan"]).write_text('[{"benchmark": "x", "var_case": NaN, "var_answer": 0, "var_judge": 0}]')
     Path(files["bad"]).write_text("{not json")
     Path(files["norho"]).write_text(json.dumps(RECORDS))
     done = bedside_process(["plan", *(a.format(**files) for a in args)])

@@ -11,7 +11,6 @@ case means (the covariance of their case scores over the components' case varian
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -19,6 +18,7 @@ import click
 from toolkit.cli.common import CommandError, emit, say
 from toolkit.cli.options import format_option, prices_option, store_option
 
+COMPONENTS_FILE_LIMIT = 16 << 20  # bytes: a record per run and benchmark is far smaller
 TABLE_COLUMNS = ("answers_per_case", "judge_passes", "cases_per_benchmark", "cases", "answer_calls", "judge_calls",
                  "cost_usd", "power", "mdd", "feasible", "within_budget")
 
@@ -121,13 +121,12 @@ def plan_cmd(target_mdd: float | None, budget: float | None, components_file: st
 
 def _read_components(path: str, runs: set[str]) -> tuple[list[dict], Any]:
     """The records and the file's rho (None when absent); CommandError naming the file when unusable."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except OSError as error:
-        raise CommandError([f"{path}: {error.strerror or error}"]) from None
-    except (ValueError, UnicodeDecodeError) as error:
-        raise CommandError([f"{path}: not JSON: {error}"]) from None
+    from toolkit.inputs import InputError, parse_json, read_text
+
+    try:  # a regular file of bounded size (never /dev/zero or a FIFO), strict finite JSON
+        data = parse_json(read_text(path, COMPONENTS_FILE_LIMIT), path, invalid="not JSON")
+    except InputError as error:
+        raise CommandError([str(error)]) from None
     file_rho = None
     if isinstance(data, dict):
         file_rho = data.get("rho")
