@@ -18,7 +18,7 @@ from toolkit.analysis.pairs import OVERALL_FAMILY
 from toolkit.bootstrap import BootstrapSettings
 from toolkit.prices import PriceTable, load_prices
 from toolkit.report.reliability import reliability_budget
-from toolkit.selection import JudgeSelection, RunData, per_case, read_runs
+from toolkit.selection import JudgeSelection, RunData, per_case, per_sample, read_runs
 from toolkit.store import Store
 from toolkit.summary import SummaryOptions, summarize_data
 
@@ -53,6 +53,7 @@ class Analyses:
     baseline: str | None
     costs: pl.DataFrame | None = None  # toolkit.analysis.costs.run_costs of the compared runs
     variance: VarianceBudget | None = None  # the compared runs' budget when one has K > 1 answers per case
+    samples: pl.DataFrame | None = None  # per_sample (one row per answer) when one has K > 1, else None
 
 
 def analyse(store: Store, run_ids: list[str], resamples: ResampleSettings, selection: JudgeSelection,
@@ -78,11 +79,13 @@ def analyse(store: Store, run_ids: list[str], resamples: ResampleSettings, selec
         reference = summarize_data(data, kept, SummaryOptions(
             bootstrap=BootstrapSettings(samples=resamples.samples, seed=resamples.seed), selection=selection))
         costs = run_costs(data, load_prices(prices))
-        variance, why = reliability_budget(data, kept, answers_per_case(data, kept), resamples, selection)
+        answers = answers_per_case(data, kept)
+        variance, why = reliability_budget(data, kept, answers, resamples, selection)
         if why is not None:
             absent["reliability"] = why
+        samples = per_sample(data, selection) if max(answers.values(), default=1) > 1 else None
     return Analyses(data, cases, cmp, cmp.pairwise.filter(pl.col("family") == OVERALL_FAMILY), items, harm,
-                    agreement, reference, absent, baseline, costs, variance)
+                    agreement, reference, absent, baseline, costs, variance, samples)
 
 
 def _optional(section: str, absent: dict[str, str], compute):  # noqa: ANN001, ANN202 - a thunk and its value

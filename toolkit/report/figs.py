@@ -58,7 +58,7 @@ SPECS = (
          "(k = 1: the run's mean), macro over benchmarks, with 95% intervals (cases resampled).",
          lambda a: (a.variance,) if a.variance is not None else None),
     Spec("length_bias", "length-cost", "Case score against answer length: a slope here is a length bias check.",
-         lambda a: (a.data, a.cases)),
+         lambda a: (a.data, a.cases if a.samples is None else a.samples)),  # several answers: each a point
     Spec("cost", "length-cost", "Overall score against cost per case: dollars when every run is priced "
          "(--prices), else tokens; runs that recorded usage.", lambda a: (a.data, a.cases, a.costs)),
 )
