@@ -42,7 +42,8 @@ def old_writing():
 
     def scorer(txn, run_row):
         out = score_commit(txn, run_row)
-        return None if out is None else {t: f for t, f in out.items() if t != "sample_scores"}
+        return None if out is None else {t: f for t, f in out.items()
+                                         if t not in ("sample_scores", "reliability_scores")}
 
     before = list(transaction._SCORERS)
     transaction._SCORERS[:] = [scorer]

@@ -12,15 +12,16 @@ from dataclasses import replace
 
 import polars as pl
 
+from toolkit.scoring import reliability_scores
 from toolkit.selection import (RunData, latest_valid_decisions, per_case, per_sample, read_columns, read_runs,
                                scored_passes)
 from toolkit.store import Store, StoreError
 from toolkit.store.transaction import Transaction
 from toolkit.summary import (SummaryOptions, benchmark_means, macro_mean, ordered_cases, resolve_order,
                              run_facts)
-from toolkit.tables import SCORE_TABLES, to_arrow
+from toolkit.tables import LATER_SCORES, SCORE_TABLES, to_arrow
 
-LEVELS = tuple(SCORE_TABLES)  # pass_scores, sample_scores, case_scores, benchmark_scores, run_summary
+LEVELS = tuple(SCORE_TABLES)  # pass_scores, sample_scores, case_scores, benchmark_scores, reliability_scores, run_summary
 
 
 def _typed(table: str, frame: pl.DataFrame) -> pl.DataFrame:
@@ -43,8 +44,10 @@ def score_tables(data: RunData, options: SummaryOptions = SummaryOptions(),
         passes = scored_passes(data, latest_valid_decisions(data.judgments, data.decisions))
         out["pass_scores"] = _typed("pass_scores", passes.sort("run_id", "case_id", "sample", "judge_model",
                                                                "judge_pass"))
-    if "sample_scores" in levels:
-        out["sample_scores"] = _typed("sample_scores", per_sample(data, options.selection))
+    if {"sample_scores", "reliability_scores"} & set(levels):
+        samples = per_sample(data, options.selection)
+        out["sample_scores"] = _typed("sample_scores", samples)
+        out["reliability_scores"] = _typed("reliability_scores", reliability_scores(samples))
     if not {"case_scores", "benchmark_scores", "run_summary"} & set(levels):
         return {t: f for t, f in out.items() if t in levels}
     cases = per_case(data, options.selection)
@@ -102,18 +105,17 @@ def computed(store: Store, options: SummaryOptions = SummaryOptions()) -> dict[s
     selection other than the stored one) the case, benchmark and run levels of every run. A run that cannot
     be scored (its dataset not stored, decisions outside the rubric) has no rows, as in the stored tables."""
     unscored = set(store.unscored())
-    # Runs whose scores were stored before sample_scores existed: those rows alone are computed.
-    no_samples = set(store.unscored(table="sample_scores")) - unscored
-    run_ids = [r for r in store.run_ids() if r in unscored or r in no_samples or not options.is_stored]
+    # Runs whose scores were stored before a later score table existed: those rows alone are computed.
+    stale = {t: set(store.unscored(table=t)) - unscored for t in LATER_SCORES}
+    later = set().union(*stale.values())
+    run_ids = [r for r in store.run_ids() if r in unscored or r in later or not options.is_stored]
     out: dict[str, list[pl.DataFrame]] = {t: [] for t in LEVELS}
 
     def add(ids: list[str]) -> None:
         frames = score_tables(read_runs(store, ids, texts=False), options)
         for table, frame in frames.items():
-            if table == "pass_scores":
-                frame = frame.filter(pl.col("run_id").is_in(list(unscored)))
-            elif options.is_stored and table != "sample_scores":
-                frame = frame.filter(~pl.col("run_id").is_in(list(no_samples)))
+            if table == "pass_scores" or options.is_stored:
+                frame = frame.filter(pl.col("run_id").is_in(list(unscored | stale.get(table, set()))))
             out[table].append(frame)
 
     if run_ids:

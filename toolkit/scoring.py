@@ -9,11 +9,15 @@ Sums run in rubric order so that they equal the reference's left-to-right sums.
 
 from __future__ import annotations
 
+import math
+
 import polars as pl
 
 from toolkit import protocol
 
 PASS_KEY = ["run_id", "case_id", "sample", "judge_model", "judge_pass"]
+PASS_THRESHOLD = 1.0  # pass^k: an answer passes at a perfect score unless the user sets another cut-off
+PASS_TOLERANCE = 1e-12  # a sample score this close below the threshold passes (means of exact 1.0 stay 1.0)
 
 
 def with_sample(frame: pl.DataFrame) -> pl.DataFrame:
@@ -189,3 +193,53 @@ def case_scores(passes: pl.DataFrame) -> pl.DataFrame:
     return means.join(spread, on=["run_id", "case_id"], how="left", maintain_order="left").select(
         "run_id", "case_id", "benchmark", "grading_method", "score", "passes", "judges", "pass_score_sd",
         "precision", "recall", "severe_rate")
+
+
+# -- reliability at k: worst-at-k and pass^k of a case's K answers ----------------------------------------
+
+def worst_weights(answers: int, k: int) -> list[float]:
+    """Weights of the sorted scores s_(1) <= ... <= s_(K) in E[min of k of the K], all k-subsets equally likely:
+    w_i = C(K - i, k - 1) / C(K, k), i = 1..K (the subsets whose smallest member is the i-th)."""
+    total = math.comb(answers, k)
+    return [math.comb(answers - i, k - 1) / total for i in range(1, answers + 1)]
+
+
+def pass_share(passing: int, answers: int, k: int) -> float:
+    """C(c, k) / C(K, k) with c of the K answers passing: the share of k-subsets that all pass (unbiased)."""
+    return math.comb(passing, k) / math.comb(answers, k)
+
+
+def reliability_scores(samples: pl.DataFrame, threshold: float = PASS_THRESHOLD) -> pl.DataFrame:
+    """One row per run x benchmark x k from per-answer scores (``sample_scores`` rows: run_id, case_id,
+    benchmark, sample, score): worst-at-k and pass^k averaged over the cases with at least k answers
+    (``cases`` of them), k = 1 .. the most answers a case has; then a row with benchmark null per run and k,
+    the macro mean over the run's benchmarks, when every one of them has cases with k answers."""
+    rows: dict[tuple, list] = {}  # (run, benchmark, k) -> [cases, sum worst, sum pass]
+    ordered = samples.filter(pl.col("score").is_not_null()).sort("run_id", "benchmark", "case_id", "score")
+    grouped = ordered.group_by("run_id", "benchmark", "case_id", maintain_order=True).agg(pl.col("score"))
+    for run, benchmark, _, scores in grouped.iter_rows():
+        answers = len(scores)
+        passing = sum(1 for s in scores if s >= threshold - PASS_TOLERANCE)
+        for k in range(1, answers + 1):
+            worst = sum(w * s for w, s in zip(worst_weights(answers, k), scores))
+            acc = rows.setdefault((run, benchmark, k), [0, 0.0, 0.0])
+            acc[0] += 1
+            acc[1] += worst
+            acc[2] += pass_share(passing, answers, k)
+    out = [(run, b, k, n, w / n, p / n) for (run, b, k), (n, w, p) in rows.items()]
+    per_run: dict[str, set] = {}
+    for run, b, k, *_ in out:
+        per_run.setdefault(run, set()).add(b)
+    for run, names in per_run.items():
+        k = 1
+        while all((run, b, k) in rows for b in names):
+            parts = [(rows[run, b, k][0], rows[run, b, k][1] / rows[run, b, k][0], rows[run, b, k][2] /
+                      rows[run, b, k][0]) for b in sorted(names)]
+            out.append((run, None, k, sum(n for n, _, _ in parts), sum(w for _, w, _ in parts) / len(parts),
+                        sum(p for _, _, p in parts) / len(parts)))
+            k += 1
+    frame = pl.DataFrame(out, schema={"run_id": pl.String, "benchmark": pl.String, "k": pl.Int32,
+                                      "cases": pl.Int32, "worst_at_k": pl.Float64, "pass_k": pl.Float64},
+                         orient="row")
+    return frame.with_columns(threshold=pl.lit(threshold, pl.Float64)).sort(
+        "run_id", "benchmark", "k", nulls_last=True, maintain_order=True)

@@ -266,9 +266,30 @@ RUN_SUMMARY = Table(
     ),
 )
 
+RELIABILITY_SCORES = Table(
+    "reliability_scores", "run x benchmark x k (benchmark null: the run's macro over benchmarks)",
+    ("run_id", "benchmark", "k"), "run_id",
+    "How reliably a run's answers score, from `sample_scores` by `toolkit.scoring.reliability_scores` (the "
+    "arithmetic `bedside variance` uses): per case with K answers, worst-at-k is the expected minimum score of "
+    "k of them (mean over all k-subsets) and pass^k the share of k-subsets whose answers all score at least "
+    "`threshold`; both averaged over the benchmark's cases with at least k answers. The row with benchmark "
+    "null is the macro mean over the run's benchmarks (present when each has cases with k answers). k = 1: "
+    "worst_at_k is the benchmark mean (the run's overall mean in the null row).",
+    (
+        _RUN, _c("benchmark", UTF8, "Benchmark; null: the macro mean over the run's benchmarks."),
+        _c("k", I32, "Answers drawn per case, 1 .. the most answers a case has.", False),
+        _c("cases", I32, "Cases with at least k answers averaged (null row: their sum over benchmarks)."),
+        _c("worst_at_k", F64, "Mean over cases of the expected minimum score of k answers."),
+        _c("pass_k", F64, "Mean over cases of the chance that k answers all score at least the threshold."),
+        _c("threshold", F64, "Score an answer needs to pass (1.0: a perfect score, both rubric kinds)."),
+    ),
+)
+
 # run_summary stays last: a run's scores write is the one that committed its rows (``store.live.scores_write``).
 SCORE_TABLES: dict[str, Table] = {t.name: t for t in (PASS_SCORES, SAMPLE_SCORES, CASE_SCORES, BENCHMARK_SCORES,
-                                                      RUN_SUMMARY)}
+                                                      RELIABILITY_SCORES, RUN_SUMMARY)}
+# Score tables added after stores first held scores: runs stored before hold none, and readers compute theirs.
+LATER_SCORES = ("sample_scores", "reliability_scores")
 STORED: dict[str, Table] = {**TABLES, **SCORE_TABLES}  # every table the store keeps
 # Columns added after stores were first written, with the value every older row holds: files that lack them
 # read as if they had them, and a table gains them on its next write; no migration step.

@@ -14,24 +14,23 @@ from typing import Callable
 
 import numpy as np
 
+from toolkit import scoring
 from toolkit.protocol import CI_HIGH, CI_LOW
+from toolkit.scoring import PASS_TOLERANCE
 
 # Rows of the per-case value matrix, in this order, then worst-at-k (k = 1..K) and pass^k (k = 1..K).
 MEAN, SQUARE, WITHIN_ANSWERS, WITHIN_PASSES = range(4)
 FIXED_ROWS = 4
-PASS_TOLERANCE = 1e-12  # a sample score this close below the threshold passes (means of exact 1.0 stay 1.0)
 
 
 def worst_weights(answers: int, k: int) -> np.ndarray:
-    """Weights of the sorted scores s_(1) <= ... <= s_(K) in E[min of k of the K], all k-subsets equally likely:
-    w_i = C(K - i, k - 1) / C(K, k), i = 1..K (the subsets whose smallest member is the i-th)."""
-    total = math.comb(answers, k)
-    return np.array([math.comb(answers - i, k - 1) / total for i in range(1, answers + 1)])
+    """``toolkit.scoring.worst_weights`` as an array (one implementation of the arithmetic)."""
+    return np.array(scoring.worst_weights(answers, k))
 
 
 def pass_fraction(passing: np.ndarray, answers: int, k: int) -> np.ndarray:
-    """C(c, k) / C(K, k) per case with c of its K answers passing: the share of k-subsets that all pass."""
-    table = np.array([math.comb(c, k) for c in range(answers + 1)], dtype=np.float64) / math.comb(answers, k)
+    """``toolkit.scoring.pass_share`` per case, with c = ``passing`` of its K answers passing."""
+    table = np.array([scoring.pass_share(c, answers, k) for c in range(answers + 1)], dtype=np.float64)
     return table[passing]
 
 

@@ -25,12 +25,14 @@ from toolkit.analysis.case_comparison import (CaseComparison, compare_cases, com
 from toolkit.analysis.paired import ResampleSettings, small_sample_note
 from toolkit.analysis.ranking import competition_ranks as _competition_ranks, rank_intervals  # noqa: F401
 from toolkit.analysis.runs import comparable_runs, run_facts
+from toolkit.scoring import with_sample
 from toolkit.selection import JudgeSelection, RunData, per_case, read_runs
 from toolkit.store import Store
 
 INTERVAL_NOTE = ("leaderboard and benchmark intervals: stratified t over cases (the estimator of the pairwise rows, "
                  "applied to each run's scores), not the reference runner's bootstrap that `summary` shows; they "
-                 "cover case sampling only, not answer or judge variance")
+                 "cover new cases with new answers and judge passes (answer and judge variance are inside the "
+                 "spread of case scores), not a judge's systematic bias or later provider changes")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,10 +118,33 @@ def compare_data(data: RunData, options: CompareOptions = CompareOptions()) -> C
                      f"the {union} cases any of them completed): each pair is compared on the cases both completed "
                      "(pairwise n_cases); leaderboard means and ranks use each run's own cases")
     notes.append(INTERVAL_NOTE)
+    notes += samples_note(data, chosen.run_ids)
     notes += small_sample_note(result.smallest_benchmark)
     return Comparison(leaderboard, result.benchmarks.rename({"unit": "run_id"}), result.pairwise,
                       result.ranks.rename({"unit": "run_id"}), chosen.excluded, notes, not_ranked, result.versus,
                       result.separability, options.baseline, result.separation)
+
+
+def answers_per_case(data: RunData, run_ids: list[str]) -> dict[str, int]:
+    """Run -> K, the most answer samples any of its cases has (1: asked once), in ``run_ids`` order."""
+    answers = with_sample(data.answers).filter(pl.col("run_id").is_in(run_ids))
+    most = dict(answers.group_by("run_id", "case_id").agg(pl.col("sample").n_unique().alias("k"))
+                .group_by("run_id").agg(pl.col("k").max()).iter_rows())
+    return {run: int(most.get(run) or 1) for run in run_ids}
+
+
+def samples_note(data: RunData, run_ids: list[str]) -> list[str]:
+    """Where some run has K > 1: its case scores average K answers, so every interval here includes answer
+    variance already (resampling answers within cases too would count it twice)."""
+    many = {run: k for run, k in answers_per_case(data, run_ids).items() if k > 1}
+    if not many:
+        return []
+    counts = sorted(set(many.values()))
+    who = (f"{'run' if len(many) == 1 else 'runs'} {', '.join(many)} "
+           f"{'has' if len(many) == 1 else 'have'} {counts[0]}" if len(counts) == 1 else
+           f"runs {', '.join(f'{r} ({k})' for r, k in many.items())} have several")
+    return [f"{who} answers per case: each case score averages its answers, so the intervals and paired tests "
+            "include answer (and judge) variance; pairs stay paired by case"]
 
 
 def leaderboard_order(data: RunData, selection: JudgeSelection = JudgeSelection()) -> list[str]:

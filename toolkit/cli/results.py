@@ -91,7 +91,8 @@ def export_cmd(run_id: str, out: str, store_dir: str | None) -> None:
 
 
 INTERVALS_NOTE = ("note: ci95 is the reference runner's percentile bootstrap interval over cases (bit-exact; "
-                  "it leaves out answer and judge variance); `bedside compare` computes its own intervals")
+                  "answer and judge variance are inside it, a judge's systematic bias is not); `bedside compare` "
+                  "computes its own intervals")
 
 
 @click.command("summary")

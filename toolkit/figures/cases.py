@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from toolkit.figures.palette import Palette, completed, is_ranked_shading, rank_cmap, run_marker
 from toolkit.figures.style import GREY, laid_out, new_figure, rows_height, short_labels, styled
+from toolkit.scoring import with_sample
 from toolkit.selection import RunData
 
 LEGEND_RUNS = 8  # up to this many runs get a legend; more are numbered or shown with a rank colour bar
@@ -111,14 +112,15 @@ def score_distributions(cases: pl.DataFrame, palette: Palette | None = None,
 
 
 def answer_usage(data: RunData) -> pl.DataFrame:
-    """run_id, case_id and the scored answer's characters (null when texts were not read), completion
-    and prompt tokens and latency: the latest successful answer attempt of each case."""
-    answers = data.answers.filter(pl.col("error").is_null())
+    """run_id, case_id, sample and the scored answer's characters (null when texts were not read), completion
+    and prompt tokens and latency: the latest successful attempt of each answer (every sample of a case)."""
+    answers = with_sample(data.answers).filter(pl.col("error").is_null())
     if "answer" in answers.columns:
         answers = answers.filter(pl.col("answer").is_not_null())
     chars = pl.col("answer").str.len_chars().cast(pl.Int64) if "answer" in answers.columns else pl.lit(None, pl.Int64)
-    return answers.sort("attempt").group_by("run_id", "case_id").last().select(
-        "run_id", "case_id", chars.alias("characters"), "completion_tokens", "prompt_tokens", "latency_s")
+    return answers.sort("attempt").group_by("run_id", "case_id", "sample", maintain_order=True).last().select(
+        "run_id", "case_id", "sample", chars.alias("characters"), "completion_tokens", "prompt_tokens", "latency_s"
+    ).sort("run_id", "case_id", "sample")
 
 
 def length_bias_data(data: RunData, cases: pl.DataFrame, palette: Palette | None = None) -> pl.DataFrame:
@@ -130,8 +132,10 @@ def length_bias_data(data: RunData, cases: pl.DataFrame, palette: Palette | None
     usage = answer_usage(data)
     unit = "characters" if usage["characters"].is_not_null().any() else "completion tokens"
     column = "characters" if unit == "characters" else "completion_tokens"
-    joined = _scored(cases).select("run_id", "benchmark", "case_id", "score").join(
-        usage.select("run_id", "case_id", pl.col(column).cast(pl.Float64).alias("length")), on=["run_id", "case_id"])
+    # ``cases`` per answer (``per_sample`` rows, a sample column): each answer a point at its own score
+    keys = ["run_id", "case_id", "sample"] if "sample" in cases.columns else ["run_id", "case_id"]
+    joined = _scored(cases).select("run_id", "benchmark", *keys[1:], "score").join(
+        usage.select(*keys, pl.col(column).cast(pl.Float64).alias("length")), on=keys)
     joined = joined.filter(pl.col("length").is_not_null())
     if joined.is_empty():
         raise ValueError("length_bias: no scored case has an answer length (answer text or completion tokens)")
@@ -146,7 +150,7 @@ def length_bias_data(data: RunData, cases: pl.DataFrame, palette: Palette | None
     order = _order(_colours(cases, palette))
     return joined.join(rho, on="run_id", how="left").with_columns(
         unit=pl.lit(unit), run_rho=pl.col("run_rho").fill_nan(None)).sort(
-        pl.col("run_id").replace_strict(order, default=len(order), return_dtype=pl.Int64), "benchmark", "case_id")
+        pl.col("run_id").replace_strict(order, default=len(order), return_dtype=pl.Int64), "benchmark", *keys[1:])
 
 
 @laid_out
@@ -174,10 +178,11 @@ def length_bias(data: RunData, cases: pl.DataFrame, palette: Palette | None = No
             left.scatter(mine["length"], mine["score"], s=14, alpha=0.6, color=colours[run],
                          marker=run_marker(colours, run), linewidth=0, label=labels[run])
         left.set_xlabel(f"answer length ({unit})")
-        left.set_ylabel("case score")
+        left.set_ylabel("answer score" if "sample" in frame.columns else "case score")
         left.set_ylim(-0.03, 1.03)
         left.grid(True)
-        left.set_title("Score against answer length", loc="left")
+        left.set_title("Score against answer length" + (" (each answer a point)" if "sample" in frame.columns
+                                                         else ""), loc="left")
         if len(runs) <= LEGEND_RUNS:
             left.legend(loc="lower right", markerscale=1.5)
         rho = frame.unique("run_id", maintain_order=True)["run_rho"].to_numpy().astype(float)
@@ -200,17 +205,24 @@ def cost_data(data: RunData, cases: pl.DataFrame, costs: pl.DataFrame | None = N
     of the scored answer per case, the completion part, median answer latency, cases counted, and with
     ``costs`` (``toolkit.analysis.costs.run_costs`` rows) ``usd_per_case``: the run's dollars (every answer and
     judge call) over the cases it called the answer model for, null where the run is not priced."""
-    usage = answer_usage(data)
+    answers = answer_usage(data)
+    # A case's tokens are those of all its answers (K of them); latency stays per answer call.
+    usage = answers.group_by("run_id", "case_id", maintain_order=True).agg(
+        *(pl.when(pl.col(c).is_not_null().any()).then(pl.col(c).sum()).alias(c)
+          for c in ("prompt_tokens", "completion_tokens")))
+    latency = answers.join(_scored(cases).select("run_id", "case_id"), on=["run_id", "case_id"], how="semi").group_by(
+        "run_id").agg(pl.col("latency_s").median().alias("median_latency_s"))
     joined = _scored(cases).select("run_id", "benchmark", "case_id", "score").join(
         usage, on=["run_id", "case_id"], how="left")
     tokens = pl.col("prompt_tokens").fill_null(0) + pl.col("completion_tokens")
     per_run = joined.group_by("run_id").agg(
         tokens.mean().alias("tokens_per_case"), pl.col("completion_tokens").mean().alias("completion_tokens_per_case"),
-        pl.col("latency_s").median().alias("median_latency_s"), pl.col("completion_tokens").count().alias("cases_with_usage"))
+        pl.col("completion_tokens").count().alias("cases_with_usage"))
     overall = joined.group_by("run_id", "benchmark").agg(pl.col("score").mean()).group_by("run_id").agg(
         pl.col("score").mean().alias("overall"))
     order = _order(_colours(cases, palette))
-    out = overall.join(per_run, on="run_id").filter(pl.col("cases_with_usage") > 0).sort(
+    out = overall.join(per_run, on="run_id").join(latency, on="run_id", how="left").filter(
+        pl.col("cases_with_usage") > 0).sort(
         pl.col("run_id").replace_strict(order, default=len(order), return_dtype=pl.Int64))
     if out.is_empty():
         raise ValueError("cost: no run has token usage (imported runs and simulated stores carry none)")

@@ -11,11 +11,14 @@ import polars as pl
 
 from toolkit.analysis import (Agreement, AgreementOptions, Comparison, CompareOptions, HarmOptions, ItemAnalysis,
                               ItemOptions, ResampleSettings, analyse_items, compare_data, harms, judge_agreement)
+from toolkit.analysis.compare import answers_per_case
 from toolkit.analysis.costs import run_costs
+from toolkit.analysis.variance import VarianceBudget
 from toolkit.analysis.pairs import OVERALL_FAMILY
 from toolkit.bootstrap import BootstrapSettings
 from toolkit.prices import PriceTable, load_prices
-from toolkit.selection import JudgeSelection, RunData, per_case, read_runs
+from toolkit.report.reliability import reliability_budget
+from toolkit.selection import JudgeSelection, RunData, per_case, per_sample, read_runs
 from toolkit.store import Store
 from toolkit.summary import SummaryOptions, summarize_data
 
@@ -49,6 +52,8 @@ class Analyses:
     absent: dict[str, str]  # section -> why it has nothing to show
     baseline: str | None
     costs: pl.DataFrame | None = None  # toolkit.analysis.costs.run_costs of the compared runs
+    variance: VarianceBudget | None = None  # the compared runs' budget when one has K > 1 answers per case
+    samples: pl.DataFrame | None = None  # per_sample (one row per answer) when one has K > 1, else None
 
 
 def analyse(store: Store, run_ids: list[str], resamples: ResampleSettings, selection: JudgeSelection,
@@ -74,8 +79,13 @@ def analyse(store: Store, run_ids: list[str], resamples: ResampleSettings, selec
         reference = summarize_data(data, kept, SummaryOptions(
             bootstrap=BootstrapSettings(samples=resamples.samples, seed=resamples.seed), selection=selection))
         costs = run_costs(data, load_prices(prices))
+        answers = answers_per_case(data, kept)
+        variance, why = reliability_budget(data, kept, answers, resamples, selection)
+        if why is not None:
+            absent["reliability"] = why
+        samples = per_sample(data, selection) if max(answers.values(), default=1) > 1 else None
     return Analyses(data, cases, cmp, cmp.pairwise.filter(pl.col("family") == OVERALL_FAMILY), items, harm,
-                    agreement, reference, absent, baseline, costs)
+                    agreement, reference, absent, baseline, costs, variance, samples)
 
 
 def _optional(section: str, absent: dict[str, str], compute):  # noqa: ANN001, ANN202 - a thunk and its value

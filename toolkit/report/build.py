@@ -22,6 +22,7 @@ from toolkit.report.differ import differ
 from toolkit.report.figs import draw, figure_palette
 from toolkit.report.model import Section, run_anchors, slug
 from toolkit.report.options import ReportOptions, regenerate_command
+from toolkit.report.reliability import reliability_section
 from toolkit.report.render import render_html, render_markdown
 from toolkit.store import Store
 
@@ -129,6 +130,9 @@ def _sections(a: Analyses, anchors: dict[str, str], figs: dict, figure_notes: li
                        paragraphs=[] if harm else [f"Nothing to show: {a.absent.get('harms')}"]))
     if a.agreement is not None:
         out.append(Section("judges", "Judges", figures=figs.get("judges", []), tables=sections.judge_tables(a)))
+    reliability = reliability_section(a.variance, a.absent.get("reliability"), figs.get("reliability", []))
+    if reliability is not None:
+        out.append(reliability)
     views, shown = differ(a, anchors, options.selection)
     out.append(Section("differ", "Where runs differ most", figures=figs.get("differ", []), pairs=views,
                        paragraphs=["For the top pairs, the cases with the largest score gap. Open a case to read "

@@ -7,6 +7,7 @@ import polars as pl
 from toolkit.analysis.items import item_rates
 from toolkit.report.analyses import Analyses
 from toolkit.report.model import CaseView, PairView, Side, case_anchor, num, signed, slug
+from toolkit.scoring import with_sample
 from toolkit.selection import JudgeSelection
 
 TOP_PAIRS = 3
@@ -33,14 +34,28 @@ def pair_gaps(cases: pl.DataFrame, run_a: str, run_b: str) -> pl.DataFrame:
 
 
 def _answers(a: Analyses) -> dict[tuple[str, str], str]:
-    """The answer each case was scored on: the one its latest valid judgment graded, else the latest one."""
-    ok = a.data.answers.filter(pl.col("error").is_null())
-    judged = a.data.judgments.filter(pl.col("error").is_null()).sort("seq").group_by("run_id", "case_id").agg(
+    """The answer each case was scored on: per sample, the one its latest valid judgment graded, else the
+    latest one. A case with several answers shows every one, each headed with its sample and score."""
+    ok = with_sample(a.data.answers).filter(pl.col("error").is_null())
+    keys = ["run_id", "case_id", "sample"]
+    judged = with_sample(a.data.judgments).filter(pl.col("error").is_null()).sort("seq").group_by(keys).agg(
         pl.col("answer_attempt").last().alias("attempt"))
-    graded = ok.join(judged, on=["run_id", "case_id", "attempt"]).select("run_id", "case_id", "answer")
-    latest = ok.sort("attempt").group_by("run_id", "case_id").agg(pl.col("answer").last())
-    out = {(r, c): t or "" for r, c, t in latest.iter_rows()}
-    out.update({(r, c): t or "" for r, c, t in graded.iter_rows()})
+    graded = ok.join(judged, on=[*keys, "attempt"]).select(*keys, "answer")
+    latest = ok.sort("attempt").group_by(keys).agg(pl.col("answer").last())
+    texts = {(r, c, s): t or "" for r, c, s, t in latest.iter_rows()}
+    texts.update({(r, c, s): t or "" for r, c, s, t in graded.iter_rows()})
+    by_case: dict[tuple[str, str], list[int]] = {}
+    for r, c, s in sorted(texts):
+        by_case.setdefault((r, c), []).append(s)
+    scores = {} if a.samples is None else {(r["run_id"], r["case_id"], r["sample"]): r["score"]
+                                           for r in a.samples.iter_rows(named=True)}
+    out = {}
+    for (r, c), samples in by_case.items():
+        if len(samples) == 1:
+            out[r, c] = texts[r, c, samples[0]]
+            continue
+        out[r, c] = "\n\n".join(f"— answer {i} of {len(samples)} (sample {s}, score {num(scores.get((r, c, s)), 2)}) —"
+                                 f"\n{texts[r, c, s]}" for i, s in enumerate(samples, start=1))
     return out
 
 

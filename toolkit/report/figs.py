@@ -54,8 +54,11 @@ SPECS = (
          lambda a: (a.harm,) if a.harm is not None else None),
     Spec("judge_agreement", "judges", "Agreement between judge passes or judges per benchmark.",
          lambda a: (a.agreement,) if a.agreement is not None else None),
+    Spec("worst_at_k", "reliability", "Worst-at-k per run: the expected lowest score among k answers to a case "
+         "(k = 1: the run's mean), macro over benchmarks, with 95% intervals (cases resampled).",
+         lambda a: (a.variance,) if a.variance is not None else None),
     Spec("length_bias", "length-cost", "Case score against answer length: a slope here is a length bias check.",
-         lambda a: (a.data, a.cases)),
+         lambda a: (a.data, a.cases if a.samples is None else a.samples)),  # several answers: each a point
     Spec("cost", "length-cost", "Overall score against cost per case: dollars when every run is priced "
          "(--prices), else tokens; runs that recorded usage.", lambda a: (a.data, a.cases, a.costs)),
 )

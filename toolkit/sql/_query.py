@@ -28,9 +28,9 @@ from toolkit.selection import read_runs
 from toolkit.store import Store, StoreError
 from toolkit.summary import SummaryOptions, summarize_data
 from toolkit.selection import JudgeSelection
-from toolkit.tables import STORED
+from toolkit.tables import SCORE_TABLES, STORED
 
-DERIVED = ("pass_scores", "case_scores", "benchmark_scores", "run_summary")
+DERIVED = tuple(SCORE_TABLES)
 _WITH_INTERVALS = ("benchmark_scores", "run_summary", "run_intervals")
 READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 _FIRST_WORD = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/|\()*([A-Za-z]+)", re.S)

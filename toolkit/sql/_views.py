@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from toolkit.selection import JudgeSelection
 from toolkit.summary import SummaryOptions
-from toolkit.tables import FILLED, SCORE_TABLES, STORED, TABLES
+from toolkit.tables import FILLED, LATER_SCORES, SCORE_TABLES, STORED, TABLES
 
 # Storage columns the views leave out: ``runs.write_ids`` is the store's commit point, not data.
 HIDDEN = {"runs": ("write_ids",)}
@@ -112,8 +112,8 @@ def derived_view(view: View, options: SummaryOptions = SummaryOptions()) -> str:
     cols = ", ".join(f'"{c}"' for c in columns(table))
     computed = f"SELECT {cols} FROM {INTERNAL}.computed_{table}"
     if table == "pass_scores" or options.is_stored:
-        # sample_scores: runs whose scores were stored before it existed have theirs computed
-        stored = _name("sample_scores" if table == "sample_scores" else "run_summary")
+        # a later score table: runs whose scores were stored before it existed have theirs computed
+        stored = _name(table if table in LATER_SCORES else "run_summary")
         computed = (f"SELECT {cols} FROM {_name(table)} UNION ALL {computed}"
                     f" WHERE run_id NOT IN (SELECT run_id FROM {stored})")
     if table not in _CI:

@@ -94,7 +94,8 @@ MARKER = ".bedside-store"  # written when a store is created: what makes a folde
 FORMAT = 3
 MARKER_TEXT = f"bedside-store {FORMAT}\n"
 _OWN = frozenset({"answers", "judgments", "decisions", "runs", "cases", "rubric_items", "pass_scores",
-                  "sample_scores", "case_scores", "benchmark_scores", "run_summary", ".locks", "journal", ".databases.json", MARKER})
+                  "sample_scores", "case_scores", "benchmark_scores", "reliability_scores", "run_summary", ".locks",
+                  "journal", ".databases.json", MARKER})
 _CHECKED: set[str] = set()  # store folders this process found marked (a marker is never taken away)
 _OLDER: set[str] = set()  # marked stores of an earlier format: raised to FORMAT by their first write
 _UNMARKED: set[str] = set()  # stores of earlier versions (a runs table, no marker) this process read
