@@ -80,7 +80,8 @@ EXAMPLES: dict[str, str] = {
     "harms": "bedside harms --all",
     "agreement": "bedside agreement --run sim/strong",
     "variance": "bedside variance --run sim/strong",
-    "plan": "bedside plan --target-mdd 0.05 --run sim/strong --run sim/weak",
+    "plan": "bedside plan --target-mdd 0.1 --run sim/medium --run sim/weak --answer-cost 0.004 --judge-cost 0.002 "
+            "--max-cases 500",
     "summary": "bedside summary --all --order dataset",
     "report": "bedside report --all",
     "sql": "bedside sql \"select run_id, overall_macro_mean from run_summary\"",
