@@ -37,6 +37,26 @@ What every command shares:
 - `--format table|csv|json`; tables fit the terminal and `--wide` shows every column
   ([performance.md](performance.md#terminal-output)); CSV is spreadsheet-safe
   ([store.md](store.md#spreadsheets-and-terminals)).
+
+At a glance (`gpt-x` stands for a run of yours; the `sim/` runs are the demo's):
+
+```bash
+bedside dataset info --dataset path/to/bedside-bench --json   # digest, counts per benchmark
+bedside dataset validate --dataset path/to/bedside-bench      # one line per problem: file: field: message
+bedside import results/*.jsonl --dataset path/to/bedside-bench   # reference-runner files, one commit each
+bedside summary --run gpt-x --json       # {"gpt-x": the reference runner's summary object, exactly}
+bedside export --run gpt-x --out out/gpt-x.jsonl   # reference-format rows + out/gpt-x.summary.json
+bedside audit out/gpt-x.jsonl --dataset path/to/bedside-bench   # recheck a published result file
+bedside compare --all --benchmarks       # leaderboard, pairs (also per benchmark), Holm/BH, ranks
+bedside items --all --top 10             # most-missed positive items, most-endorsed harmful items
+bedside harms --all                      # weighted precision/recall, severe omissions and commissions
+bedside agreement --run sim/strong       # judge agreement (a run needs a second pass or judge)
+bedside variance --run sim/strong        # variance components, run intervals, worst-at-k, pass^k
+bedside report --all                     # reports/<store name>/index.html, report.md, figures/, tables/
+bedside runs                             # every run: models, judges, cases, dates, cost, why it failed
+bedside runs rename OLD NEW              # one transaction; NEW must not exist
+bedside runs rm ID                       # says what it removes and asks (--yes skips the question)
+```
 """
 
 
