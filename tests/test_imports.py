@@ -56,7 +56,7 @@ def test_version_and_help_import_no_sdk_and_no_polars(tmp_path: Path) -> None:
     result, out, err = _drive(["openai", "aiohttp", "polars", "numpy", "pyarrow"],
                               [["--version"], ["--help"], ["-h"]], tmp_path)
     assert result == {"codes": [0, 0, 0], "asked": [], "loaded": []}, err
-    assert "bedside, version" in out and "Commands:" in out and "summary" in out
+    assert "bedside, version" in out and "Analyse:" in out and "summary" in out  # commands listed by group
 
 
 def test_analysis_commands_run_without_openai_and_aiohttp(tmp_path: Path, sample_dataset) -> None:

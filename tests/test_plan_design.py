@@ -103,6 +103,8 @@ def test_at_the_planned_design_the_paired_t_finds_the_target_difference_80_perce
     reps = 6000  # binomial sd of the rate ~0.5 points: the 78-82% band is four sds wide each way
     found = _simulated_power(comps, c["cases_per_benchmark"], c["answers_per_case"], c["judge_passes"], 0.05,
                              reps, seed=19)
+    print(f"\nplanned design {c['cases_per_benchmark']} cases x {c['answers_per_case']} answers x "
+          f"{c['judge_passes']} passes: planned power {c['power']:.1%}, simulated {found:.1%}")  # docs/methods.md
     assert 0.78 <= found <= 0.82, (found, c)
 
 

@@ -56,6 +56,60 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# ``bedside --help`` lists the commands under these headings, in this order (a command not named here is
+# listed under "Other").
+GROUPS: dict[str, tuple[str, ...]] = {
+    "Collect": ("demo", "run", "judge", "import", "sim"),
+    "Analyse": ("compare", "items", "harms", "agreement", "variance", "plan"),
+    "Show": ("summary", "report", "sql", "db", "export"),
+    "Manage": ("runs", "dataset", "audit"),
+}
+
+# The one example each command's --help ends with ("" is the top level; "runs rm" a subcommand). The
+# examples use the demo's runs where they can, so they work after ``make demo``; docs/cli.md shows them.
+EXAMPLES: dict[str, str] = {
+    "": "bedside demo && bedside compare --all",
+    "demo": "bedside demo",
+    "run": "bedside run --answer-model gpt-5.4-mini --judge-model gpt-5.6-sol --smoke",
+    "judge": "bedside judge --run gpt-5.4-mini --judge-model other-judge --judge-passes 2",
+    "import": "bedside import results/gpt-x.jsonl --run-id gpt-x --dataset path/to/bedside-bench",
+    "sim": "bedside sim serve --port 8000",
+    "sim serve": "bedside sim serve --port 8000 --latency-ms 200 --rate-429 0.2",
+    "compare": "bedside compare --all --baseline sim/strong",
+    "items": "bedside items --all --top 10",
+    "harms": "bedside harms --all",
+    "agreement": "bedside agreement --run sim/strong",
+    "variance": "bedside variance --run sim/strong",
+    "plan": "bedside plan --target-mdd 0.1 --run sim/medium --run sim/weak --answer-cost 0.004 --judge-cost 0.002 "
+            "--max-cases 500",
+    "summary": "bedside summary --all --order dataset",
+    "report": "bedside report --all",
+    "sql": "bedside sql \"select run_id, overall_macro_mean from run_summary\"",
+    "db": "bedside db --out results.duckdb",
+    "export": "bedside export --run sim/strong --out out/sim-strong.jsonl",
+    "runs": "bedside runs",
+    "runs rm": "bedside runs rm sim/skill-0.45 --yes",
+    "runs rename": "bedside runs rename sim/weak sim/weak-v1",
+    "dataset": "bedside dataset validate --dataset path/to/bedside-bench",
+    "dataset info": "bedside dataset info --json",
+    "dataset validate": "bedside dataset validate --dataset path/to/bedside-bench",
+    "audit": "bedside audit out/gpt-x.jsonl --dataset path/to/bedside-bench",
+}
+
+
+def example_epilog(path: str) -> str | None:
+    """The help's closing example; ``\\b`` keeps click from rewrapping the command line."""
+    example = EXAMPLES.get(path)
+    return None if example is None else f"\b\nExample:\n  {example}"
+
+
+def _with_examples(command: click.Command, path: str) -> click.Command:
+    command.epilog = command.epilog or example_epilog(path)
+    for name, sub in getattr(command, "commands", {}).items():
+        _with_examples(sub, f"{path} {name}")
+    return command
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands come from ``COMMANDS`` and are imported on first use."""
 
@@ -65,7 +119,7 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             module, _, attr = COMMANDS[cmd_name][0].partition(":")
-            self.add_command(getattr(import_module(module), attr), cmd_name)
+            self.add_command(_with_examples(getattr(import_module(module), attr), cmd_name), cmd_name)
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -74,7 +128,7 @@ class LazyGroup(click.Group):
         if not names:
             return
         limit = formatter.width - 6 - max(len(n) for n in names)
-        rows = []
+        rows: dict[str, tuple[str, str]] = {}
         for name in names:
             if name in self.commands or name not in COMMANDS:
                 command = self.get_command(ctx, name)
@@ -83,12 +137,17 @@ class LazyGroup(click.Group):
                 text = command.get_short_help_str(limit)
             else:
                 text = click.utils.make_default_short_help(COMMANDS[name][1], limit)
-            rows.append((name, text))
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+            rows[name] = (name.ljust(max(len(n) for n in names)), text)  # one column width in every section
+        grouped = [name for members in GROUPS.values() for name in members]
+        sections = [*GROUPS.items(), ("Other", tuple(n for n in rows if n not in grouped))]
+        for heading, members in sections:
+            shown = [rows[name] for name in members if name in rows]
+            if shown:
+                with formatter.section(heading):
+                    formatter.write_dl(shown)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=example_epilog(""))
 @click.version_option(package_name="bedside")  # read through importlib.metadata: nothing else is imported
 def cli() -> None:
     """bedside: collect, score and analyse BedsideBench evaluations.
