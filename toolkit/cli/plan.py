@@ -80,16 +80,21 @@ def plan_cmd(target_mdd: float | None, budget: float | None, components_file: st
         records, fixed, notes = _estimated(store_dir, run_ids)
         file_rho = None
     store_facts = _from_runs(store_dir, run_ids, prices_file, records) if run_ids else {}
-    chosen_rho: Any = rho if rho is not None else file_rho if file_rho is not None else store_facts.get("rho")
+    from_runs = rho is None and file_rho is None and bool(run_ids)
+    chosen_rho: Any = rho if rho is not None else file_rho if file_rho is not None else \
+        store_facts.get("rho", {}) if run_ids else None
     if chosen_rho is None:
         raise CommandError(["no between-model correlation: give --rho, a \"rho\" in the components file, or "
                             "--run A --run B"])
     if isinstance(chosen_rho, dict):
         lacking = sorted({str(r["benchmark"]) for r in records} - set(chosen_rho))
-        if lacking:
-            raise CommandError([f"no between-model correlation in benchmark {lacking[0]!r}"
-                                + (" from the runs (a run's case scores do not vary there, or a variance is 0)"
-                                   if rho is None and file_rho is None else "") + ": give --rho"])
+        if lacking and not from_runs:
+            raise CommandError([f"no between-model correlation in benchmark {lacking[0]!r}: give --rho"])
+        if lacking:  # 0 assumes no shared case difficulty: more cases than a positive correlation needs
+            chosen_rho = {**dict.fromkeys(lacking, 0.0), **chosen_rho}
+            notes.append(f"no between-model correlation from the runs in {', '.join(lacking)} (a run's case scores "
+                         "do not vary there, or a variance is 0): planned with rho = 0 there, which asks for more "
+                         "cases than a positive correlation would (give --rho to plan with another)")
     answer_cost = answer_cost if answer_cost is not None else store_facts.get("answer_cost")
     judge_cost = judge_cost if judge_cost is not None else store_facts.get("judge_cost")
     if answer_cost is None or judge_cost is None:
