@@ -102,3 +102,37 @@ def test_rubric_shaped_scores_at_few_and_many_cases(cases: int) -> None:
     assert _covered(_overall(budget, "case"), truth["case"]) >= case_floor
     if cases < 50:
         assert any("under-cover somewhat below 50" in note for note in budget.notes)
+
+
+_AT_K: dict[str, dict[int, float]] = {}
+# least coverage asserted: worst-at-k from 10 cases a benchmark, pass^k from 25 (none given below)
+WORST_AT_K = {10: 0.90, 25: 0.91, 50: 0.91}
+
+
+def _shaped_at_k() -> dict[str, dict[int, float]]:
+    """worst-at-k and pass^k (overall, k = 1..3) of the shaped scores from 40,000 cases per benchmark: the
+    unbiased estimators (checked against brute force in tests/test_variance.py) on that many cases."""
+    if not _AT_K:
+        big = variance_budget(frame(shaped(np.random.default_rng(98), 1, 40_000, 3, 2)),
+                              VarianceOptions(resamples=ResampleSettings(samples=1)))
+        for name, table in (("worst", big.worst_at_k), ("pass", big.pass_k)):
+            rows = table.filter(pl.col("benchmark") == "overall")
+            _AT_K[name] = dict(zip(rows["k"].to_list(), rows["value"].to_list()))
+    return _AT_K
+
+
+@pytest.mark.parametrize("cases", [3, 10, 25, 50])
+def test_worst_at_k_and_pass_k_intervals_cover_at_few_and_many_cases(cases: int) -> None:
+    # measured (300 runs): worst-at-k 0.920-0.933 at 10 cases, 0.927-0.940 at 25, 0.940-0.950 at 50; pass^k
+    # 0.927-0.957 at 25 and 50, but 0.79-0.93 at 10 (rare all-pass cases), so it has none below 25
+    truth = _shaped_at_k()
+    budget = variance_budget(frame(shaped(np.random.default_rng(100 + cases), 300, cases, 3, 2)), OPTIONS)
+    for name, table in (("worst", budget.worst_at_k), ("pass", budget.pass_k)):
+        for k, value in truth[name].items():
+            rows = table.filter((pl.col("benchmark") == "overall") & (pl.col("k") == k))
+            if cases < (10 if name == "worst" else 25):
+                assert rows["ci_low"].null_count() == rows.height and rows["ci_note"][0].startswith("fewer than")
+                continue
+            covered = _covered(rows, value)
+            print(f"{name}-at-{k}, {cases} cases a benchmark: {covered:.3f}")
+            assert covered >= WORST_AT_K[cases], (name, k, covered)

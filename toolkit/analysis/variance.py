@@ -74,7 +74,8 @@ OVERALL = "overall"
 FRAME_COLUMNS = ("run_id", "benchmark", "case_id", "sample", "judge_pass", "score")
 # Fewest cases in every benchmark of a scope for its intervals: below, an interval would not cover as it says
 # (coverage measured in tests/test_variance_coverage.py), so none is given, with the reason.
-MIN_INTERVAL_CASES = 10  # means: the run mean, worst-at-k, pass^k
+MIN_INTERVAL_CASES = 10  # means: the run mean, worst-at-k
+MIN_PASS_K_CASES = 25  # pass^k: a share of rare all-pass cases under-covers below (79-90 % at 10 cases)
 MIN_COMPONENT_CASES = 25  # variance components
 
 
@@ -201,6 +202,8 @@ SCHEMAS = {
 
 
 FEW_NOTE = f"fewer than {MIN_INTERVAL_CASES} cases in a benchmark: no interval"
+FEW_PASS_NOTE = (f"fewer than {MIN_PASS_K_CASES} cases in a benchmark: no interval (a pass^k interval "
+                 "under-covers there)")
 
 
 def _threshold(benchmark: str, options: VarianceOptions) -> float:
@@ -224,7 +227,7 @@ def _run_budget(run: str, benchmarks: list[tuple[str, np.ndarray]], design: tupl
     draws = draw_resamples(list(zip(names, [v.shape[1] for v in values])), options.resamples)
     stats = Statistics(values, draws.counts)
     sizes = stats.sizes
-    pending = []  # (table, row without interval, statistic index, no interval)
+    pending = []  # (table, row without interval, statistic index, why no interval or None)
     components_rows: list[tuple] = []
     scopes = [(name, [b]) for b, name in enumerate(names)] + [(OVERALL, list(range(len(names))))]
     for scope, members in scopes:
@@ -234,18 +237,19 @@ def _run_budget(run: str, benchmarks: list[tuple[str, np.ndarray]], design: tupl
             same = len({thresholds[b] for b in members}) == 1
             worst = stats.add(lambda means, n, row=FIXED_ROWS + k - 1: means[row], members)
             share = stats.add(lambda means, n, row=FIXED_ROWS + answers + k - 1: means[row], members)
-            few = min(sizes[b] for b in members) < MIN_INTERVAL_CASES
-            pending.append(("worst_at_k", (run, scope, k), worst, few))
-            pending.append(("pass_k", (run, scope, k, thresholds[members[0]] if same else None), share, few))
+            smallest = min(sizes[b] for b in members)
+            pending.append(("worst_at_k", (run, scope, k), worst, FEW_NOTE if smallest < MIN_INTERVAL_CASES else None))
+            pending.append(("pass_k", (run, scope, k, thresholds[members[0]] if same else None), share,
+                            FEW_PASS_NOTE if smallest < MIN_PASS_K_CASES else None))
     mean = stats.add(lambda means, n: means[MEAN], list(range(len(names))))
     point, low, high = stats.intervals()
     lows, highs = stats.component_intervals()
     for head, tail, index in components_rows:
         ends = (None, None) if index is None else (_num(lows[index]), _num(highs[index]))
         parts["components"].append((*head, *ends, *tail))
-    for table, row, index, few in pending:
-        ends = (None, None) if few else (_num(low[index]), _num(high[index]))
-        parts[table].append((*row, _num(point[index]), *ends, FEW_NOTE if few else None))
+    for table, row, index, why in pending:
+        ends = (None, None) if why else (_num(low[index]), _num(high[index]))
+        parts[table].append((*row, _num(point[index]), *ends, why))
     _run_intervals(run, sizes, stats.point, answers, (point[mean], low[mean], high[mean]), parts, notes)
     if answers == 1:
         notes.append(f"run {run} has one answer per case (K = 1): the answer component cannot be estimated "
