@@ -38,6 +38,16 @@ def test_a_command_keeps_its_exit_status_and_its_one_line(tmp_path) -> None:
     assert usage.returncode == 2 and "No such option" in usage.stderr
 
 
+@pytest.mark.parametrize("args", [["summary", "--no-such-flag"], ["compare", "--all", "--seed", "1.5"],
+                                  ["run"], ["report", "--format", "pdf"], ["no-such-command"]])
+def test_a_bad_flag_is_one_line_naming_the_help(args: list[str]) -> None:
+    """A usage error is one line, like every other refusal, and says where the help is (exit 2, as click's)."""
+    usage = bedside_process(args)
+    assert usage.returncode == 2 and usage.stdout == ""
+    assert usage.stderr.count("\n") == 1 and usage.stderr.startswith("bedside: error: "), usage.stderr
+    assert "--help" in usage.stderr
+
+
 @pytest.mark.parametrize("how", ["KeyboardInterrupt()", "RuntimeError('in __set_name__') from KeyboardInterrupt()"])
 def test_ctrl_c_while_the_command_line_is_imported_is_one_line(how: str) -> None:
     # As a Ctrl-C at 0.05-0.1 s does: the interrupt lands inside an import (raised from an import hook).

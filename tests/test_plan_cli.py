@@ -60,7 +60,7 @@ def test_missing_or_bad_inputs_are_one_line(tmp_path: Path, args: list[str], mes
     Path(files["norho"]).write_text(json.dumps(RECORDS))
     done = bedside_process(["plan", *(a.format(**files) for a in args)])
     assert done.returncode != 0 and done.stdout == ""
-    # one line says what is wrong (a usage error comes after click's usage lines, as for every command)
+    # one line says what is wrong
     assert message in done.stderr.strip().splitlines()[-1] and "Traceback" not in done.stderr, done.stderr
 
 

@@ -107,6 +107,10 @@ def run_safely(group: click.Group, argv: list[str]) -> int:
                 else "use fewer --samples or fewer runs")
         error_line(f"out of memory: {hint}")
         return EXIT_FAILED
+    except click.UsageError as error:  # one line, as every refusal: the message and where the help is
+        where = error.ctx.command_path if error.ctx is not None else "bedside"
+        error_line(f"{error.format_message()} (see `{where} --help`)")
+        return error.exit_code
     except click.ClickException as error:
         error.show(_VisibleStream(click.get_text_stream("stderr")))
         return error.exit_code if error.exit_code not in (None, 0) else EXIT_FAILED
