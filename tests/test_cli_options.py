@@ -91,3 +91,21 @@ class _Paths:
     figures: list = []
     tables: list = []
     timings: dict = {}
+
+
+def test_a_numpy_integer_is_a_seed_and_a_sample_count_like_an_int() -> None:
+    """A seed from ``np.random.default_rng().integers(...)`` or a loop over ``np.arange`` is taken, stored as
+    an int (JSON and notes print it as one); a bool, a float or a negative number is refused."""
+    import numpy as np
+
+    from toolkit.analysis.paired import ResampleSettings
+    from toolkit.bootstrap import BootstrapSettings
+    from toolkit.report import ReportOptions
+
+    for make in (ResampleSettings, lambda samples, seed: BootstrapSettings(samples=samples, seed=seed),
+                 lambda samples, seed: ReportOptions(samples=samples, seed=seed)):
+        made = make(samples=np.int64(200), seed=np.uint32(7))
+        assert (made.samples, made.seed) == (200, 7) and type(made.seed) is int and type(made.samples) is int
+        for bad in (True, 1.0, np.float64(3.0), -1, np.int64(-1)):
+            with pytest.raises(ValueError, match="seed must be an int >= 0"):
+                make(samples=200, seed=bad)

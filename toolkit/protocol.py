@@ -9,6 +9,8 @@ runner's behaviour where the text is silent.
 
 from __future__ import annotations
 
+import numbers
+
 from typing import Final, Mapping
 
 PROTOCOL_VERSION: Final = "bedside-bench-grading-v1"
@@ -83,19 +85,27 @@ CI_HIGH: Final = 0.975
 MAX_SAMPLES: Final = 1_000_000
 
 
+def _whole(value: object) -> int | None:
+    """``value`` as a Python int when it is a whole number (numpy's integers too), else None (a bool is not)."""
+    return None if isinstance(value, bool) or not isinstance(value, numbers.Integral) else int(value)
+
+
 def check_samples(samples: object) -> int:
-    """The one rule for a resample count, for every command and settings record."""
-    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
+    """The one rule for a resample count, for every command and settings record; the count as an int."""
+    count = _whole(samples)
+    if count is None or not 1 <= count <= MAX_SAMPLES:
         raise ValueError(f"samples must be an int in [1, {MAX_SAMPLES}], got {samples!r}")
-    return samples
+    return count
 
 
 def check_seed(seed: object) -> int:
     """The one rule for a bootstrap seed: what numpy's generators take and the reference's
-    ``random.Random`` draws from (a negative seed would name the same stream as its absolute value)."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    ``random.Random`` draws from (a negative seed would name the same stream as its absolute value); the
+    seed as an int."""
+    value = _whole(seed)
+    if value is None or value < 0:
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
-    return seed
+    return value
 
 
 def render_rubric_line(item_id: str, points: float, text: str) -> str:

@@ -53,8 +53,8 @@ class ResampleSettings:
     seed: int = BOOTSTRAP_SEED
 
     def __post_init__(self) -> None:
-        check_samples(self.samples)
-        check_seed(self.seed)
+        object.__setattr__(self, "samples", check_samples(self.samples))  # numpy's integers stored as ints
+        object.__setattr__(self, "seed", check_seed(self.seed))
 
 
 @dataclass(frozen=True, eq=False)

@@ -57,8 +57,9 @@ class BootstrapSettings:
     summation: Summation = DEFAULT_SUMMATION
 
     def __post_init__(self) -> None:
-        check_samples(self.samples)
-        check_seed(self.seed)  # an int: None would seed from the OS and break the index cache
+        object.__setattr__(self, "samples", check_samples(self.samples))  # numpy's integers stored as ints
+        # an int: None would seed from the OS and break the index cache
+        object.__setattr__(self, "seed", check_seed(self.seed))
         if self.summation not in SUMMATIONS:
             raise ValueError(f"summation must be one of {SUMMATIONS}, got {self.summation!r}")
 

@@ -27,8 +27,8 @@ class ReportOptions:
     prices: str | None = None  # price table file (None: $BEDSIDE_PRICES, else the built-in table)
 
     def __post_init__(self) -> None:
-        check_samples(self.samples)
-        check_seed(self.seed)
+        object.__setattr__(self, "samples", check_samples(self.samples))  # numpy's integers stored as ints
+        object.__setattr__(self, "seed", check_seed(self.seed))
 
 
 def regenerate_command(run_ids: list[str] | None, store: Store, options: ReportOptions) -> str:
