@@ -131,8 +131,7 @@ def test_too_few_resamples_and_out_of_memory_are_one_line_errors(store: Store, c
     for command in ("compare", "agreement"):
         assert main([command, "--all", "--store", str(store.root), "--samples", "99"]) == 1
         err = capsys.readouterr().err.strip().splitlines()
-        assert err == [f"bedside: error: {command}: --samples must be >= 100 for paired intervals and p-values "
-                       "(got 99)"]
+        assert err == [f"bedside: error: {command}: --samples must be >= 100 for its resampled intervals (got 99)"]
 
     def exhausted(*args, **kwargs):
         raise MemoryError(("Unable to allocate 74.5 GiB for an array with shape (100000, 100000)"))

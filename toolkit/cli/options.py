@@ -105,10 +105,11 @@ PAIRED_MIN_SAMPLES = 100  # below this the 2.5% and 97.5% percentiles rest on a 
 
 
 def check_paired_samples(samples: int, command: str) -> None:
-    """Paired intervals and p-values need a usable number of resamples: refuse fewer, with one line."""
+    """The resampled intervals these commands show (rank intervals, agreement and variance intervals) need a
+    usable number of resamples: refuse fewer, with one line."""
     if samples < PAIRED_MIN_SAMPLES:
-        raise CommandError([f"{command}: --samples must be >= {PAIRED_MIN_SAMPLES} for paired intervals and "
-                            f"p-values (got {samples})"])
+        raise CommandError([f"{command}: --samples must be >= {PAIRED_MIN_SAMPLES} for its resampled intervals "
+                            f"(got {samples})"])
 
 
 def allow_mixed_option(func: Callable) -> Callable:
