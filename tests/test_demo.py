@@ -16,7 +16,7 @@ from tests.collect_support import bedside
 from toolkit.collect.demo import DEMO_MODELS, run_demo
 from toolkit.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
-from toolkit.reference import export_reference, import_reference
+from toolkit.reference import export_samples, import_reference
 from toolkit.store import Store
 from toolkit.tables import RUN_TABLES
 
@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def reference_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A reference-format result file (a demo run exported), to import as someone else's run."""
+    """A reference-format result file (a demo run's first answer sample exported), to import as someone else's run."""
     folder = tmp_path_factory.mktemp("ref")
     store, _, _ = run_demo(str(folder / "source"), latency_ms=0)
-    rows, _ = export_reference(store, "sim/weak", folder / "theirs.jsonl")
+    [(rows, _), *_] = export_samples(store, "sim/weak", folder / "theirs.jsonl")
     return rows
 
 
