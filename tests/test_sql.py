@@ -282,9 +282,8 @@ def test_summary_table_says_whose_intervals_it_shows(tmp_path: Path, sample_data
     table = bedside_process(["summary", "--run", "r", "--store", str(store.root)])
     assert table.returncode == 0, table.stderr
     assert table.stderr.splitlines() == [
-        "note: ci95 is the reference runner's percentile bootstrap interval over cases (bit-exact; answer and "
-        "judge variance are inside it through the case scores, a systematic judge bias is not); `bedside compare` "
-        "computes its own intervals"]
+        "note: ci95 is the reference runner's percentile bootstrap interval over cases (bit-exact; it leaves out "
+        "answer and judge variance); `bedside compare` computes its own intervals"]
     assert "note" not in table.stdout and "OVERALL (macro)" in table.stdout
     as_json = bedside_process(["summary", "--run", "r", "--store", str(store.root), "--json"])
     assert as_json.returncode == 0 and as_json.stderr == "" and json.loads(as_json.stdout)["r"]["overall_ci95"]

@@ -90,10 +90,8 @@ def export_cmd(run_id: str, out: str, store_dir: str | None) -> None:
         click.echo(f"wrote {rows} and {summary}")
 
 
-# Each case score averages its answers and passes, so resampling cases carries their variance too.
-INTERVALS_NOTE = ("note: ci95 is the reference runner's percentile bootstrap interval over cases (bit-exact; answer "
-                  "and judge variance are inside it through the case scores, a systematic judge bias is not); "
-                  "`bedside compare` computes its own intervals")
+INTERVALS_NOTE = ("note: ci95 is the reference runner's percentile bootstrap interval over cases (bit-exact; "
+                  "it leaves out answer and judge variance); `bedside compare` computes its own intervals")
 
 
 @click.command("summary")
