@@ -370,7 +370,8 @@ def test_a_file_mixing_models_is_one_line_and_a_long_list_says_how_many_more(cap
     for run in ("sim/weak", "sim/medium"):
         assert main(["export", "--run", run, "--out", str(tmp_path / f"{run[4:]}.jsonl"), "--store", str(demo_store)]) == 0
     mixed = tmp_path / "mixed.jsonl"
-    mixed.write_text((tmp_path / "weak.jsonl").read_text() + (tmp_path / "medium.jsonl").read_text())
+    # the demo's runs have three answer samples: export writes one file per sample, <out>.sample<i>.jsonl
+    mixed.write_text((tmp_path / "weak.sample0.jsonl").read_text() + (tmp_path / "medium.sample0.jsonl").read_text())
     capsys.readouterr()
     store = tmp_path / "store"
     # Every row of the second model mixes models: one line says so, not one per row.

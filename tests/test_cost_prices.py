@@ -228,7 +228,7 @@ def test_compare_says_what_each_run_cost(tmp_path: Path, demo_store: Path) -> No
             reasoning = rows["reasoning_tokens"].fill_null(0)
             usd += float((rows["prompt_tokens"].fill_null(0) * 1.5 + (rows["completion_tokens"].fill_null(0)
                           - reasoning) * 6.0 + reasoning * 9.0).sum()) / 1e6
-        assert f"{run} ${usd:.4f}" in note
+        assert f"{run} {cost_text(usd, None)}" in note  # $0.1234 below a dollar, $1.40 above (the demo's runs)
 
 
 def test_the_report_shows_dollars_in_its_run_table_and_cost_figure(tmp_path: Path, demo_store: Path) -> None:

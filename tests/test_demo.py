@@ -16,7 +16,7 @@ from tests.collect_support import bedside
 from toolkit.collect.demo import DEMO_MODELS, run_demo
 from toolkit.sim import SimConfig, SimServer
 from toolkit.dataset import load_dataset
-from toolkit.reference import export_reference, import_reference
+from toolkit.reference import export_samples, import_reference
 from toolkit.store import Store
 from toolkit.tables import RUN_TABLES
 
@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def reference_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A reference-format result file (a demo run exported), to import as someone else's run."""
+    """A reference-format result file (a demo run's first answer sample exported), to import as someone else's run."""
     folder = tmp_path_factory.mktemp("ref")
     store, _, _ = run_demo(str(folder / "source"), latency_ms=0)
-    rows, _ = export_reference(store, "sim/weak", folder / "theirs.jsonl")
+    [(rows, _), *_] = export_samples(store, "sim/weak", folder / "theirs.jsonl")
     return rows
 
 
@@ -130,3 +130,24 @@ def test_the_demo_refuses_a_directory_that_is_not_a_store(tmp_path: Path) -> Non
     code, out, err = bedside("demo", "--store", tmp_path / "mine", "--progress", "none")
     assert code == 1 and "not part of a bedside store" in err and "--store" in err
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["notes.txt"]
+
+
+def test_the_demo_asks_each_case_three_times_and_its_answers_differ(demo_store: Path) -> None:
+    """Issue 19 item 8: K = 3 answers per case from a provider with an answer spread, so worst-at-k falls below the
+    mean and the answers' part of the variance is real, while the four models still rank in skill order."""
+    store = Store.open(demo_store)
+    samples = store.read("sample_scores")
+    per_run = samples.group_by("run_id").agg(pl.len().alias("rows"), pl.col("case_id").n_unique().alias("cases"),
+                                             pl.col("sample").n_unique().alias("samples"))
+    assert sorted(per_run.iter_rows()) == sorted((run, 90, 30, 3) for run in DEMO_MODELS)
+    import toolkit as bs
+
+    budget = bs.variance_components(store, list(DEMO_MODELS))
+    worst = budget.worst_at_k.filter(pl.col("benchmark") == "overall")
+    for run in DEMO_MODELS:
+        curve = worst.filter(pl.col("run_id") == run).sort("k")["value"].to_list()
+        assert len(curve) == 3 and curve[0] > curve[1] > curve[2], (run, curve)
+    shares = budget.components.filter(pl.col("benchmark") == "overall", pl.col("component") == "answer+judge")
+    assert shares.height == 4 and shares["share"].min() > 0.05
+    board = bs.compare(store, list(DEMO_MODELS)).leaderboard["run_id"].to_list()
+    assert board == ["sim/strong", "sim/medium", "sim/skill-0.45", "sim/weak"]

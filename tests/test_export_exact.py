@@ -107,13 +107,14 @@ def test_export_refuses_an_out_that_is_not_a_regular_file(tmp_path: Path, demo_s
     import os
     import stat
 
-    fifo, folder = tmp_path / "pipe.jsonl", tmp_path / "folder.jsonl"
+    # the demo's runs have three answer samples: --out pipe.jsonl writes pipe.sample0.jsonl, ...
+    fifo, folder = tmp_path / "pipe.sample0.jsonl", tmp_path / "folder.jsonl"
     os.mkfifo(fifo)
     folder.mkdir()
-    code = main(["export", "--run", "sim/strong", "--out", str(fifo), "--store", str(demo_store)])
+    code = main(["export", "--run", "sim/strong", "--out", str(tmp_path / "pipe.jsonl"), "--store", str(demo_store)])
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and f"{fifo}: --out: exists and is not a regular file" in err
     assert main(["export", "--run", "sim/strong", "--out", str(folder), "--store", str(demo_store)]) == 2
     assert "is a directory" in capsys.readouterr().err  # click's own check of the option
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and folder.is_dir()  # left as they were
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder.jsonl", "pipe.jsonl"]  # nothing written beside
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder.jsonl", "pipe.sample0.jsonl"]  # nothing written beside

@@ -100,3 +100,16 @@ def test_files_of_different_models_are_refused_with_nothing_written(tmp_path: Pa
     assert missing.returncode != 0 and missing.stderr.count("\n") == 1 and "--run-id" in missing.stderr
     one = _import(tmp_path / "st", bench_dir, files[:1])
     assert one.returncode != 0 and one.stderr.count("\n") == 1 and "two or more" in one.stderr
+
+
+def test_export_reference_refuses_a_run_of_several_samples(tmp_path: Path, bench) -> None:
+    """One reference file holds one answer per case: a run of several samples is export_samples' to write."""
+    from toolkit.reference import export_reference
+
+    bench_dir, dataset = bench
+    done = _import(tmp_path / "st", bench_dir, _files(tmp_path / "in", dataset, seeds=(1, 2), models=("model-a",) * 2))
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "r.jsonl"
+    with pytest.raises(ValueError, match=r"run 'r' has 2 answer samples per case: .*export_samples"):
+        export_reference(Store.open(tmp_path / "st"), "r", out)
+    assert not out.exists()

@@ -14,6 +14,7 @@ import pytest
 
 from tests.collect_support import bedside
 from tests.test_cli_process import bedside_process
+from toolkit.reference import sample_path
 
 PAYLOAD = "\x1b[2J\x1b]0;PWNED\x07\x9b31m\x7f\u202e"
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -35,9 +36,9 @@ def evil(demo_store: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         case_file.write_text(json.dumps(case), encoding="utf-8")
     store = root / "store"
     for source, run_id in (("sim/strong", RUN_A), ("sim/weak", RUN_B)):
-        exported = root / "export.jsonl"
-        code, _, err = bedside("export", "--run", source, "--out", exported, "--store", demo_store)
+        code, _, err = bedside("export", "--run", source, "--out", root / "export.jsonl", "--store", demo_store)
         assert code == 0, err
+        exported = sample_path(root / "export.jsonl", 0)  # the demo's runs have three answer samples: one file each
         rows = [json.loads(line) for line in exported.read_text(encoding="utf-8").splitlines()]
         for row in rows:
             row["answer_model"], row["judge_model"] = f"model{PAYLOAD}", f"judge{PAYLOAD}"

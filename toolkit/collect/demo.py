@@ -1,5 +1,8 @@
 """The offline demo: simulated models answer the bundled sample, a simulated judge grades, a leaderboard.
 
+Each model answers every case ``DEMO_ANSWER_SAMPLES`` times (``--answer-samples``) from a provider whose
+answers to a case differ (``answer_spread``), so ``bedside variance`` and worst-at-k have answers to split.
+
 A second simulated judge (``sim/judge-noisy``, two passes) grades the same answers again, as ``bedside
 judge`` would, so judge agreement and judge noise have something to show; the primary judge stays
 ``sim/judge``, so scores and leaderboard come from it alone.
@@ -34,6 +37,10 @@ DEMO_MODELS = ("sim/strong", "sim/medium", "sim/weak", "sim/skill-0.45")
 DEMO_JUDGE = "sim/judge"
 DEMO_SECOND_JUDGE = "sim/judge-noisy"  # toolkit.sim.models.NOISY_JUDGE_MODEL
 DEMO_SECOND_PASSES = (1, 2)
+# Three answers per case, a third of their rubric items drawn afresh each time: enough for worst-at-k and
+# the variance split to show something, little enough that the four models still rank apart.
+DEMO_ANSWER_SAMPLES = 3
+DEMO_ANSWER_SPREAD = 0.3
 DEMO_MARK = "bedside demo"  # settings["collected_by"] of the runs the demo wrote
 _STORE_ENTRIES = {*TABLES, "journal", ".locks"}
 
@@ -104,10 +111,11 @@ def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENC
             s.write("runs", job.settings.run_id, [run_row(job.settings, dataset.sha256,
                                                           extra={"collected_by": DEMO_MARK})])
 
-    with SimServer(SimConfig(latency_ms=latency_ms)) as sim:
+    with SimServer(SimConfig(latency_ms=latency_ms, answer_spread=DEMO_ANSWER_SPREAD)) as sim:
         endpoint = Endpoint("sim", sim.base_url, ())
         jobs = [CollectJob(CollectSettings(run_id=model, answer_model=model, judge_model=DEMO_JUDGE,
-                                           answer_endpoint=endpoint, judge_endpoint=endpoint, concurrency=concurrency),
+                                           answer_endpoint=endpoint, judge_endpoint=endpoint, concurrency=concurrency,
+                                           answer_samples=DEMO_ANSWER_SAMPLES),
                            cases) for model in DEMO_MODELS]
         reports = collect(store, jobs, views, label="demo", prepare=prepare)
         if not any(r.interrupted for r in reports):
@@ -129,7 +137,7 @@ def second_judge_job(job: CollectJob, endpoint: Endpoint) -> CollectJob:
     s = job.settings
     return CollectJob(CollectSettings(run_id=s.run_id, answer_model=s.answer_model, judge_model=DEMO_SECOND_JUDGE,
                                       answer_endpoint=None, judge_endpoint=endpoint, concurrency=s.concurrency,
-                                      judge_passes=DEMO_SECOND_PASSES),
+                                      judge_passes=DEMO_SECOND_PASSES, answer_samples=s.answer_samples),
                       job.cases, answer=False)
 
 

@@ -46,6 +46,10 @@ def export_reference(store: Store, run_id: str, out: str | Path,
     run's rows, when already read."""
     out = Path(out)
     data = read_runs(store, [run_id]) if data is None else data
+    samples = set(data.answers["sample"]) | set(data.judgments["sample"])
+    if len(samples) > 1:  # one file holds one answer per case: mixing samples would corrupt it
+        raise ValueError(f"run {run_id!r} has {len(samples)} answer samples per case: one reference file holds one; "
+                         "export_samples writes one file per sample")
     rows, summary = export_text(data, run_id, out, selection)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
