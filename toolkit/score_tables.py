@@ -19,18 +19,18 @@ from toolkit.store import Store, StoreError
 from toolkit.store.transaction import Transaction
 from toolkit.summary import (SummaryOptions, benchmark_means, macro_mean, ordered_cases, resolve_order,
                              run_facts)
-from toolkit.tables import LATER_SCORES, SCORE_TABLES, to_arrow
+from toolkit.tables import LATER_SCORES, SCORE_TABLES, polars_schema, to_arrow
 
-LEVELS = tuple(SCORE_TABLES)  # pass_scores, sample_scores, case_scores, benchmark_scores, reliability_scores, run_summary
+LEVELS = tuple(SCORE_TABLES)  # pass, sample, case, benchmark, reliability scores, run_summary (last)
 
 
 def _typed(table: str, frame: pl.DataFrame) -> pl.DataFrame:
-    schema = pl.from_arrow(SCORE_TABLES[table].schema.empty_table()).schema
+    schema = polars_schema(table)
     return frame.select(list(schema)).cast(schema)
 
 
 def empty(table: str) -> pl.DataFrame:
-    return pl.from_arrow(SCORE_TABLES[table].schema.empty_table())
+    return pl.DataFrame(schema=polars_schema(table))
 
 
 def score_tables(data: RunData, options: SummaryOptions = SummaryOptions(),

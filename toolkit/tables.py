@@ -8,7 +8,9 @@ the docs; a test fails when they are stale).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+import polars as pl
 import pyarrow as pa
 
 UTF8 = pa.string()
@@ -296,22 +298,59 @@ STORED: dict[str, Table] = {**TABLES, **SCORE_TABLES}  # every table the store k
 FILLED: dict[str, int] = {SAMPLE.name: 0}
 
 
-def empty(table: str) -> pa.Table:
-    return STORED[table].schema.empty_table()
+# Arrow is built through polars here: pyarrow's own conversions of Python values (pa.array, from_pylist,
+# Schema.empty_table, pa.scalar) import pandas when it is installed, most of a second of a cold start.
+_OLDEST = pl.CompatLevel.oldest()  # plain (large_)string arrays, never string views: any pyarrow reads them
+_POLARS: dict[pa.DataType, Any] = {UTF8: pl.String, I32: pl.Int32, I64: pl.Int64, F64: pl.Float64, BOOL: pl.Boolean}
+
+
+def polars_type(kind: pa.DataType) -> Any:
+    """The polars type of a stored column's Arrow type."""
+    return _POLARS[kind]
+
+
+def polars_schema(table: str, columns: list[str] | None = None) -> pl.Schema:
+    """The polars types of a stored table's columns (all, or ``columns`` in that order)."""
+    schema = STORED[table].schema
+    return pl.Schema({c: polars_type(schema.field(c).type) for c in (columns or schema.names)})
+
+
+def empty(table: str, columns: list[str] | None = None) -> pa.Table:
+    """No rows of the table (all its columns, or ``columns`` in that order)."""
+    schema = STORED[table].schema
+    if columns is not None:
+        schema = pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
+    return pa.Table.from_batches([], schema)
+
+
+def constant(value: Any, n: int, kind: pa.DataType) -> pa.Array:
+    """``n`` copies of ``value`` as an Arrow array of type ``kind`` (a column every row of a write shares)."""
+    return pl.repeat(value, n, dtype=polars_type(kind), eager=True).to_arrow(compat_level=_OLDEST).cast(kind)
+
+
+def arrow_table(columns: dict[str, list], schema: pa.Schema) -> pa.Table:
+    """Python values by column as an Arrow table of exactly ``schema`` (types, nullability, metadata).
+
+    A value polars will not take as the column's type (a float in an integer column, a number that does
+    not fit) goes through pyarrow's own conversion, which accepts or refuses it as it always has."""
+    try:
+        arrays = [pl.Series(f.name, columns[f.name], dtype=polars_type(f.type), strict=True)
+                  .to_arrow(compat_level=_OLDEST).cast(f.type) for f in schema]
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        return pa.Table.from_pydict(columns, schema=schema)
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def to_arrow(table: str, rows: list[dict] | dict[str, list]) -> pa.Table:
-    """Rows (list of dicts or dict of columns) as an Arrow table of exactly the table's schema."""
     """Rows (list of dicts or dict of columns) as an Arrow table of exactly the table's schema; a ``FILLED``
     column the rows leave out (or null) holds its old value (``sample``: 0, an answer asked once)."""
     schema = STORED[table].schema
     if isinstance(rows, dict):
         n = len(next(iter(rows.values()), []))
         columns = {c: rows.get(c, [None] * n) for c in schema.names}
-        for c in FILLED.keys() & set(columns):
+    else:
+        columns = {c: [r.get(c) for r in rows] for c in schema.names}
+    for c in FILLED.keys() & set(columns):
+        if None in columns[c]:
             columns[c] = [FILLED[c] if v is None else v for v in columns[c]]
-        return pa.Table.from_pydict(columns, schema=schema)
-    filled = FILLED.keys() & set(schema.names)
-    if filled and any(r.get(c) is None for r in rows for c in filled):
-        rows = [{**r, **{c: FILLED[c] for c in filled if r.get(c) is None}} for r in rows]
-    return pa.Table.from_pylist(rows, schema=schema)
+    return arrow_table(columns, schema)

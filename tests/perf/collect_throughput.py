@@ -11,6 +11,8 @@ simulated server (and with anything else running): the load average is printed f
 
 A second row collects ``--answer-samples`` K answers per case (each judged) on the 250-case public split:
 the ideal is then 2*N*K*L/C, with the same target ratio (the calls of a case's samples run side by side).
+Both rows time ``collect`` inside this process, start-up excluded; tests/perf/cold_run.py times a whole cold
+``bedside run`` process, start-up included.
 """
 
 from __future__ import annotations

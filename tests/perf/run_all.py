@@ -30,7 +30,7 @@ from tests.perf.rows import Row, parse_rows  # noqa: E402
 
 # The rows first (the order of its table), then any other benchmark in name order.
 FIRST = ("summary_speed", "compare_scale", "import_speed", "import_memory", "collect_faults", "collect_throughput",
-         "report_speed", "strict_json")
+         "cold_run", "report_speed", "strict_json")
 
 
 def benchmarks() -> list[str]:

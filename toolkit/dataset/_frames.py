@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from toolkit import protocol
-from toolkit.tables import TABLES
+from toolkit.tables import polars_schema
 
 
 def frames(raw: tuple[dict[str, Any], ...], sha: str) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -23,7 +23,7 @@ def frames(raw: tuple[dict[str, Any], ...], sha: str) -> tuple[pl.DataFrame, pl.
             "position": list(range(len(raw))),
             "n_items": [len(c["rubric_items"]) for c in raw],
         },
-        schema=_polars_schema("cases"),
+        schema=polars_schema("cases"),
     )
     items = [
         (c["case_id"], c["benchmark"], c["grading_method"], it["item_id"], i, it["text"], float(it["points"]))
@@ -39,7 +39,7 @@ def frames(raw: tuple[dict[str, Any], ...], sha: str) -> tuple[pl.DataFrame, pl.
             "case_id": cols[0], "benchmark": cols[1], "grading_method": cols[2],
             "item_id": cols[3], "item_index": cols[4], "text": cols[5], "points": cols[6],
         },
-        schema={k: v for k, v in _polars_schema("rubric_items").items() if k not in ("severity_class", "weight")},
+        schema={k: v for k, v in polars_schema("rubric_items").items() if k not in ("severity_class", "weight")},
     ).with_columns(
         severity_class=pl.when(f1).then(klass),
     ).with_columns(
@@ -48,6 +48,3 @@ def frames(raw: tuple[dict[str, Any], ...], sha: str) -> tuple[pl.DataFrame, pl.
     )
     return cases, rubric
 
-
-def _polars_schema(table: str) -> dict[str, pl.DataType]:
-    return dict(pl.from_arrow(TABLES[table].schema.empty_table()).schema)

@@ -18,6 +18,7 @@ from toolkit.reference._read import CHUNK_BYTES, Disagreement, ImportReport, now
 from toolkit.reference._stream import FileRows, check_scores, iter_result_rows
 from toolkit.selection import JudgeSelection, RunData, read_runs
 from toolkit.store import Store, StoreError
+from toolkit.tables import constant
 
 # The models every file of one run must share: samples graded by different judges would not be one run's
 # scores (the summary scores the run's judge only).
@@ -31,10 +32,10 @@ def _with_sample(tables: dict[str, pa.Table], sample: int, offset: int) -> dict[
     out = {}
     for table, frame in tables.items():
         at = frame.schema.get_field_index("sample")
-        frame = frame.set_column(at, "sample", pa.array([sample] * frame.num_rows, pa.int32()))
+        frame = frame.set_column(at, "sample", constant(sample, frame.num_rows, pa.int32()))
         if "seq" in frame.column_names:
             at = frame.schema.get_field_index("seq")
-            frame = frame.set_column(at, "seq", pc.add(frame.column("seq"), pa.scalar(offset, pa.int64())))
+            frame = frame.set_column(at, "seq", pc.add(frame.column("seq"), constant(offset, frame.num_rows, pa.int64())))
         out[table] = frame
     return out
 

@@ -23,7 +23,7 @@ from toolkit.store.delta import PART, SCORES
 from toolkit.store.locks import run_lock, store_lock
 from toolkit.store.paths import (StoreError, check_store_folder, claim_store_folder, default_store_path, new_run_id,
                                  MARKER, normal_run_id, part_of as _part, safe_segment)
-from toolkit.tables import DATASET_TABLES, RUN_TABLES, STORED, TABLES, to_arrow
+from toolkit.tables import DATASET_TABLES, RUN_TABLES, STORED, TABLES, constant, polars_schema, to_arrow
 
 _SNAPSHOT_TRIES = writes.TRIES
 _RUNS: dict[tuple, pa.Table] = {}  # (runs table, version) -> its rows: a committed version never changes
@@ -158,7 +158,7 @@ class Store:
         schema = STORED[table].schema
         wanted = columns if columns is not None else schema.names
         # Types set in polars: an Arrow cast would import pyarrow.compute, which read commands otherwise never load.
-        out_types = pl.from_arrow(pa.Table.from_batches([], pa.schema([schema.field(c) for c in wanted]))).schema
+        out_types = polars_schema(table, list(wanted))
         for attempt in range(_SNAPSHOT_TRIES):
             snap = self._snapshot()
             if attempt and snap.as_of is None and snap.version is not None:
@@ -300,7 +300,7 @@ class Store:
                     continue
                 rows = getattr(dataset, table).to_arrow()
                 data = to_arrow(table, rows.to_pylist()) if not isinstance(rows, pa.Table) else rows
-                data = data.append_column(PART, pa.array([dataset.sha256] * data.num_rows, pa.string()))
+                data = data.append_column(PART, constant(dataset.sha256, data.num_rows, pa.string()))
                 delta.append(path, table, data)
 
     def begin(self, run_id: str, write_id: str | None = None) -> transaction.Transaction:

@@ -25,7 +25,7 @@ import pyarrow as pa
 from toolkit.store.disk import SLACK, is_no_space, no_space, quiet_panics, room
 from toolkit.store.sealed import seal_added
 from toolkit.store.paths import StoreError
-from toolkit.tables import DATASET_TABLES, FILLED, SCORE_TABLES, STORED
+from toolkit.tables import DATASET_TABLES, FILLED, SCORE_TABLES, STORED, constant
 
 DATA_TABLES = ("answers", "judgments", "decisions")
 SCORES = tuple(SCORE_TABLES)  # a run's scores: rows of its one scores write (``live.scores_write``)
@@ -389,7 +389,7 @@ def read_files(files: list[Path], table: str, columns: list[str]) -> pl.DataFram
             part = source.read(columns=[c for c in columns if c in have or c not in FILLED])
             for c in columns:
                 if c not in have and c in FILLED:
-                    part = part.append_column(c, pa.array([FILLED[c]] * part.num_rows, schema.field(c).type))
+                    part = part.append_column(c, constant(FILLED[c], part.num_rows, schema.field(c).type))
             parts.append(part.select(columns).cast(schema))
         except (OSError, pa.ArrowException) as error:
             raise StoreError(f"{f}: damaged part file: {str(error).splitlines()[0][:200]}") from None

@@ -15,7 +15,7 @@ from toolkit.store import commits, delta, live as writes, transaction
 from toolkit.store.delta import DATA_TABLES, RUN_DATA
 from toolkit.store.locks import store_lock
 from toolkit.store.paths import StoreError, new_run_id, now_iso
-from toolkit.tables import TABLES
+from toolkit.tables import TABLES, constant
 
 if TYPE_CHECKING:
     from toolkit.store.core import Store
@@ -49,7 +49,7 @@ def rename_run(store: "Store", old: str, new: str) -> None:
             data = store.read(table, [old]).to_arrow()
             if data.num_rows:
                 copied[table] = data.set_column(data.schema.get_field_index("run_id"), "run_id",
-                                                pa.array([new] * data.num_rows, pa.string()))
+                                                constant(new, data.num_rows, pa.string()))
         if copied:
             txn.add(copied)
         txn.commit(None, {"at": now_iso(), "kind": "rename", "from": old})

@@ -37,7 +37,7 @@ from toolkit.store import commits, delta, live as writes
 from toolkit.store.delta import PART, RUN_DATA, SCORES, WRITE_ID
 from toolkit.store.disk import SLACK, NoSpace, room
 from toolkit.store.paths import StoreError, new_run_id, normal_run_id, now_iso, part_of
-from toolkit.tables import FILLED, STORED, TABLES, to_arrow
+from toolkit.tables import FILLED, STORED, TABLES, constant, to_arrow
 
 if TYPE_CHECKING:
     import polars as pl
@@ -229,8 +229,8 @@ def add_rows(batch: list[tuple[Transaction, Rows]]) -> None:
         frames = _frames(txn.run_id, rows)
         counted.append((txn, writes.counts(frames)))
         for table, frame in frames.items():
-            frame = frame.append_column(WRITE_ID, pa.array([txn.write_id] * frame.num_rows, pa.string()))
-            frame = frame.append_column(PART, pa.array([seg] * frame.num_rows, pa.string()))
+            frame = frame.append_column(WRITE_ID, constant(txn.write_id, frame.num_rows, pa.string()))
+            frame = frame.append_column(PART, constant(seg, frame.num_rows, pa.string()))
             if txn.replay and table not in txn.rows:  # a replay's rows replace those it committed before
                 replays.append((txn, table, frame))
             else:
@@ -287,7 +287,7 @@ def _commit_row(store: "Store", run_id: str, current: dict[str, Any] | None, row
     row.setdefault("created_at", row["updated_at"])
     data = to_arrow("runs", [row])
     seg = part_of(run_id)
-    data = data.append_column(PART, pa.array([seg], pa.string()))
+    data = data.append_column(PART, constant(seg, 1, pa.string()))
     if current is None and drop is None:  # a new run, under its lock: no row to replace, no predicate scan
         delta.append(store._path("runs"), "runs", data)
         return
@@ -365,10 +365,11 @@ def _filled(table: str, frame: pa.Table) -> pa.Table:
             continue
         kind = STORED[table].schema.field(name).type
         if name not in frame.column_names:
-            frame = frame.append_column(name, pa.array([value] * frame.num_rows, kind))
+            frame = frame.append_column(name, constant(value, frame.num_rows, kind))
         elif frame.column(name).null_count:
             frame = frame.set_column(frame.schema.get_field_index(name), name,
-                                     pa.compute.fill_null(frame.column(name).cast(kind), value))
+                                     pa.compute.coalesce(frame.column(name).cast(kind),
+                                                         constant(value, frame.num_rows, kind)))
     return frame
 
 
@@ -385,7 +386,7 @@ def _frames(run_id: str, rows: Rows) -> dict[str, pa.Table]:
             given = frame.column("run_id").unique().to_pylist()
             if given and given != [run_id] and {normal_run_id(g) for g in given} == {normal_run_id(run_id)}:
                 frame = frame.set_column(frame.schema.get_field_index("run_id"), "run_id",
-                                         pa.array([run_id] * frame.num_rows, pa.string()))  # one spelling
+                                         constant(run_id, frame.num_rows, pa.string()))  # one spelling
             elif frame.num_rows and given != [run_id]:
                 raise StoreError(f"{table} rows for run {run_id!r} name another run")
             import pyarrow.compute  # noqa: F401  (a write path: read commands never import it)

@@ -1,0 +1,98 @@
+"""Benchmark: a cold ``bedside run`` process, start to exit, against the simulated provider.
+
+Run: python tests/perf/cold_run.py [--latency-ms 200] [--concurrency 100] [--repeat 5]
+Builds the 500-case panel, starts ``bedside sim serve --latency-ms L`` once, then runs the ``bedside``
+script as a fresh process (a cold interpreter: every import, the dataset loaded and validated, the store
+created, the calls, the checkpoints, the final compaction and scores) into a fresh store, ``--repeat``
+times. Prints, per run, the process's wall time against the limit 2*N*K*L/C (K = 1) and how it splits:
+before the first call (the earliest answer's started_at), the calls (to the last judgment's finished_at),
+and after them; then the median against the target 1.25 x limit + 1.5 s. The process shares the machine
+with the simulated server (and with anything else running): the load average is printed for context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.perf.panel import build_panel, shared_root  # noqa: E402
+from tests.perf.rows import row  # noqa: E402
+
+BEDSIDE = Path(sys.executable).with_name("bedside")
+RATIO, STARTUP_S = 1.25, 1.5  # target: RATIO x the latency limit + STARTUP_S
+
+
+def _at(text: str) -> float:
+    return dt.datetime.fromisoformat(text).timestamp()
+
+
+def one_run(store: Path, panel_path: Path, base_url: str, concurrency: int, n: int) -> tuple[float, float, float]:
+    """(process wall seconds, seconds to the first call, seconds from start to the last judgment's end)."""
+    from toolkit.store import Store
+
+    argv = [str(BEDSIDE), "run", "--answer-model", "sim/strong", "--judge-model", "sim/judge", "--base-url", base_url,
+            "--concurrency", str(concurrency), "--dataset", str(panel_path), "--store", str(store), "--progress", "none"]
+    started = time.time()
+    done = subprocess.run(argv, capture_output=True, text=True)
+    wall = time.time() - started
+    assert done.returncode == 0, done.stderr
+    opened = Store.open(store)
+    answers, judgments = opened.read("answers"), opened.read("judgments")
+    assert answers.height == n and judgments.filter(judgments["error"].is_null()).height == n
+    first = _at(answers["started_at"].min()) - started
+    last = _at(judgments["finished_at"].max()) - started
+    return wall, first, last
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--latency-ms", type=float, default=200.0)
+    parser.add_argument("--concurrency", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        panel_path = build_panel(shared_root(), root)
+        n = sum(1 for line in panel_path.read_text(encoding="utf-8").splitlines() if line.strip())
+        limit = 2 * n * (args.latency_ms / 1000) / args.concurrency
+        target = RATIO * limit + STARTUP_S
+        server = subprocess.Popen([str(BEDSIDE), "sim", "serve", "--latency-ms", str(args.latency_ms),
+                                   "--dataset", str(panel_path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  text=True)
+        try:
+            assert server.stdout is not None
+            base_url = server.stdout.readline().strip()
+            print(f"cold `bedside run`: cases {n}, calls {2 * n}, latency {args.latency_ms:.0f} ms, concurrency "
+                  f"{args.concurrency}, cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}; limit 2*N*K*L/C "
+                  f"= {limit:.3f} s, target {RATIO} x limit + {STARTUP_S} s = {target:.2f} s")
+            walls, firsts = [], []
+            for i in range(args.repeat):
+                wall, first, last = one_run(root / f"store-{i}", panel_path, base_url, args.concurrency, n)
+                walls.append(wall)
+                firsts.append(first)
+                print(f"run {i + 1}: wall {wall:.3f} s = {first:.3f} s to the first call + {last - first:.3f} s of "
+                      f"calls + {wall - last:.3f} s after the last; load {os.getloadavg()[0]:.2f}")
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    median = statistics.median(walls)
+    print(f"wall best {min(walls):.3f} s, median {median:.3f} s (target <= {target:.2f} s); first call median "
+          f"{statistics.median(firsts):.3f} s")
+    row(f"cold `bedside run` process, {n} cases, {args.latency_ms:.0f} ms latency, C = {args.concurrency}, "
+        f"wall (limit 2NKL/C = {limit:.1f} s)",
+        f"{median:.2f} s median of {len(walls)} (best {min(walls):.2f}), first call at "
+        f"{statistics.median(firsts):.2f} s, load {os.getloadavg()[0]:.1f}",
+        f"<= {RATIO} x {limit:.1f} + {STARTUP_S} = {target:.2f} s", median <= target)
+
+
+if __name__ == "__main__":
+    main()
