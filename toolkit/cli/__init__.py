@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("toolkit.cli.db:db_cmd", "Write a DuckDB database file whose views read the store: tables and derived views, for duckdb, DBeaver or a BI tool."),
     "sql": ("toolkit.cli.results:sql_cmd",
             "Run one read-only SQL statement over the store: tables runs, answers, judgments, decisions, cases, "
-            "rubric_items and derived pass_scores, case_scores, benchmark_scores, run_summary."),
+            "rubric_items and derived pass_scores, sample_scores, case_scores, benchmark_scores, run_summary."),
     "compare": ("toolkit.cli.analysis:compare_cmd",
                 "Leaderboard with intervals, paired differences of every two runs (Holm/BH-adjusted p) and rank "
                 "intervals."),

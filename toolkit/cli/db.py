@@ -27,7 +27,7 @@ def db_cmd(out: str, store_dir: str | None) -> None:
     info = write_database(store, out)
     version = "empty store" if info.store_version is None else f"store version {info.store_version}"
     click.echo(f"wrote {info.path}: {info.runs} runs, {version}; views: runs, answers, judgments, decisions, "
-               "cases, rubric_items, pass_scores, case_scores, benchmark_scores, run_summary; "
+               "cases, rubric_items, pass_scores, sample_scores, case_scores, benchmark_scores, run_summary; "
                "tables: run_intervals, bedside_info")
     click.echo(f"open it: duckdb -readonly {info.path}   (kept current by every store write; rerun to recompute "
                "intervals)")

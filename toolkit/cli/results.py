@@ -157,7 +157,7 @@ MAX_ROWS = 1000  # rows a table shows by default: the rest are counted, not held
 @store_option
 def sql_cmd(query: str, fmt: str, max_rows: int | None, raw_csv: bool, store_dir: str | None) -> None:
     """Run one read-only SQL statement over the store: tables runs, answers, judgments, decisions,
-    cases, rubric_items and derived pass_scores, case_scores, benchmark_scores, run_summary.
+    cases, rubric_items and derived pass_scores, sample_scores, case_scores, benchmark_scores, run_summary.
     Reads the store's current files and nothing else; statements that write are refused.
 
     CSV is for spreadsheets: a text cell starting with = + - @ TAB or CR is written with a ' in front
