@@ -4,7 +4,8 @@ Means are exact (``CaseMatrix.benchmark_means``: the sums ``bedside summary`` ma
 A unit's interval, overall and per benchmark, is the stratified t of its own case
 scores (``paired_t``, the estimator of the pairs applied to scores instead of
 differences), clipped to the scores' range [0, 1] (a mean of scores cannot lie outside it, so clipping
-never loses coverage); it covers case sampling only. Ranks and rank intervals come from
+never loses coverage); cases are its units, so it includes the answer and judge noise inside each case
+score (a case's score averages its answers and passes). Ranks and rank intervals come from
 resamples shared by every ranked unit (``toolkit.analysis.paired``). Only units
 that pass ``ranking.ranking_gate`` are ranked, paired and put in tie groups; the
 others get their own numbers and the reason in ``not_ranked``.

@@ -29,8 +29,9 @@ from toolkit.selection import JudgeSelection, RunData, per_case, read_runs
 from toolkit.store import Store
 
 INTERVAL_NOTE = ("leaderboard and benchmark intervals: stratified t over cases (the estimator of the pairwise rows, "
-                 "applied to each run's scores), not the reference runner's bootstrap that `summary` shows; they "
-                 "cover case sampling only, not answer or judge variance")
+                 "applied to each run's scores), not the reference runner's bootstrap that `summary` shows; cases "
+                 "are their units, and a case's score averages its answers and judge passes, so they include answer "
+                 "and judge variance (`bedside variance` splits it), not a systematic judge bias")
 
 
 @dataclass(frozen=True, kw_only=True)

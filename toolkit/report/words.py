@@ -138,8 +138,9 @@ def method_notes(a: Analyses, samples: int, seed: int) -> list[str]:
         "percentile bootstrap is narrower on average and under-covers with few cases per benchmark (87.5% at 3 "
         "cases, 93.5% at 10, in simulation), where the stratified t stays near 95%. Rank intervals come from "
         f"{samples} stratified resamples from numpy's seeded generator (seed {seed}), drawn once and shared by "
-        "every ranked run, so all ranks are judged on the same resampled cases. Every interval covers case "
-        "sampling only, not answer or judge variance.",
+        "every ranked run, so all ranks are judged on the same resampled cases. Cases are every interval's units, "
+        "and a case's score averages its answers and judge passes, so the intervals include answer and judge "
+        "variance (`bedside variance` splits it), not a systematic judge bias.",
         "Pairwise differences are paired on the cases both runs completed: a Student-t test on the case "
         "differences, stratified by benchmark (Welch-Satterthwaite degrees of freedom), whose interval and p-value "
         "come from the same t, so the 95% interval excludes 0 exactly when p < 0.05. Holm (family-wise error) and "
