@@ -100,3 +100,17 @@ def test_files_of_different_models_are_refused_with_nothing_written(tmp_path: Pa
     assert missing.returncode != 0 and missing.stderr.count("\n") == 1 and "--run-id" in missing.stderr
     one = _import(tmp_path / "st", bench_dir, files[:1])
     assert one.returncode != 0 and one.stderr.count("\n") == 1 and "two or more" in one.stderr
+
+
+def test_one_file_given_twice_is_refused_not_taken_for_two_samples(tmp_path: Path, bench) -> None:
+    # The same answers twice would read as answers that never vary: worst-at-k flat, answer variance 0.
+    from toolkit.reference import import_samples
+    _, dataset = bench
+    first, second = _files(tmp_path / "in", dataset, seeds=(1, 2))
+    link = tmp_path / "in" / "link.jsonl"
+    link.symlink_to(first)
+    store = Store.open(tmp_path / "st")
+    for paths in ([first, second, first], [first, tmp_path / "in" / ".." / "in" / first.name], [first, link]):
+        with pytest.raises(ValueError, match="given twice"):
+            import_samples(store, paths, dataset, "r")
+    assert store.run_ids() == [] and store.read("answers").height == 0
