@@ -406,3 +406,19 @@ def test_the_report_computes_each_figures_data_once(demo_store: Path, monkeypatc
     names = [f.key for section in drawn.values() for f in section]
     assert len(names) >= 8 and all(f.data is not None for section in drawn.values() for f in section)
     assert {name: calls.get(f"{name}_data") for name in names} == {name: 1 for name in names}
+
+
+def test_a_case_with_several_answer_samples_costs_all_of_them(data, cases) -> None:
+    # K answers per case: the cost figure's tokens per case are all K answers' (as its dollars are), not one
+    # sample's picked by row order; the length figure keeps one answer's mean length. Here sample 1 repeats
+    # sample 0 with twice its completion tokens: per case 2 prompts and 3 completions.
+    again = data.answers.with_columns(sample=pl.lit(1, data.answers["sample"].dtype),
+                                      completion_tokens=pl.col("completion_tokens") * 2)
+    two = dataclasses.replace(data, answers=pl.concat([again, data.answers]))
+    one, both = figures.cost_data(data, cases), figures.cost_data(two, cases)
+    assert both["completion_tokens_per_case"].to_list() == pytest.approx(
+        [3 * v for v in one["completion_tokens_per_case"].to_list()])
+    assert both["tokens_per_case"].to_list() == pytest.approx(
+        [2 * t + c for t, c in zip(one["tokens_per_case"].to_list(), one["completion_tokens_per_case"].to_list())])
+    assert figures.length_bias_data(two, cases)["length"].to_list() == \
+        figures.length_bias_data(data, cases)["length"].to_list()

@@ -111,14 +111,18 @@ def score_distributions(cases: pl.DataFrame, palette: Palette | None = None,
 
 
 def answer_usage(data: RunData) -> pl.DataFrame:
-    """run_id, case_id and the scored answer's characters (null when texts were not read), completion
-    and prompt tokens and latency: the latest successful answer attempt of each case."""
+    """run_id, case_id and the scored answers' characters (null when texts were not read), completion
+    and prompt tokens and latency: the latest successful attempt of each answer sample, averaged over the
+    case's samples (one answer's), and ``answers``, how many samples the case has (so K answers cost K times)."""
     answers = data.answers.filter(pl.col("error").is_null())
     if "answer" in answers.columns:
         answers = answers.filter(pl.col("answer").is_not_null())
     chars = pl.col("answer").str.len_chars().cast(pl.Int64) if "answer" in answers.columns else pl.lit(None, pl.Int64)
-    return answers.sort("attempt").group_by("run_id", "case_id").last().select(
-        "run_id", "case_id", chars.alias("characters"), "completion_tokens", "prompt_tokens", "latency_s")
+    keys = ["run_id", "case_id"] + (["sample"] if "sample" in answers.columns else [])
+    latest = answers.sort(*keys, "attempt").group_by(keys, maintain_order=True).last()
+    return latest.with_columns(chars.alias("characters")).group_by("run_id", "case_id", maintain_order=True).agg(
+        *(pl.col(c).mean() for c in ("characters", "completion_tokens", "prompt_tokens", "latency_s")),
+        pl.len().alias("answers"))
 
 
 def length_bias_data(data: RunData, cases: pl.DataFrame, palette: Palette | None = None) -> pl.DataFrame:
@@ -197,15 +201,17 @@ def length_bias(data: RunData, cases: pl.DataFrame, palette: Palette | None = No
 def cost_data(data: RunData, cases: pl.DataFrame, costs: pl.DataFrame | None = None,
               palette: Palette | None = None) -> pl.DataFrame:
     """Per run with token usage: macro mean score over its scored cases, mean prompt + completion tokens
-    of the scored answer per case, the completion part, median answer latency, cases counted, and with
-    ``costs`` (``toolkit.analysis.costs.run_costs`` rows) ``usd_per_case``: the run's dollars (every answer and
-    judge call) over the cases it called the answer model for, null where the run is not priced."""
+    of the scored answers per case (all its samples), the completion part, median answer latency, cases
+    counted, and with ``costs`` (``toolkit.analysis.costs.run_costs`` rows) ``usd_per_case``: the run's
+    dollars (every answer and judge call) over the cases it called the answer model for, null where the run
+    is not priced."""
     usage = answer_usage(data)
     joined = _scored(cases).select("run_id", "benchmark", "case_id", "score").join(
         usage, on=["run_id", "case_id"], how="left")
-    tokens = pl.col("prompt_tokens").fill_null(0) + pl.col("completion_tokens")
+    tokens = (pl.col("prompt_tokens").fill_null(0) + pl.col("completion_tokens")) * pl.col("answers")
     per_run = joined.group_by("run_id").agg(
-        tokens.mean().alias("tokens_per_case"), pl.col("completion_tokens").mean().alias("completion_tokens_per_case"),
+        tokens.mean().alias("tokens_per_case"),
+        (pl.col("completion_tokens") * pl.col("answers")).mean().alias("completion_tokens_per_case"),
         pl.col("latency_s").median().alias("median_latency_s"), pl.col("completion_tokens").count().alias("cases_with_usage"))
     overall = joined.group_by("run_id", "benchmark").agg(pl.col("score").mean()).group_by("run_id").agg(
         pl.col("score").mean().alias("overall"))
