@@ -80,6 +80,9 @@ def test_batch_rates_from_the_model_or_the_table_or_none(tmp_path: Path) -> None
     ('[models."a*b"]\ninput = 1\noutput = 1\n', r"'\*' may only end a key"),
     ("[prices]\nx = 1\n", r"unknown key 'prices'"),
     ("not toml [", r"invalid TOML"),
+    # Finite but absurd: tokens x rate would overflow to "$inf", a dollar figure no one was charged.
+    ('[models."m"]\ninput = 1e308\noutput = 1\n', r"input: 1e\+308 is above"),
+    ("a = " + "[" * 100_000 + "]" * 100_000 + "\n", r"nested too deeply"),
 ])
 def test_a_bad_price_table_is_one_line_naming_file_and_field(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "bad.toml"

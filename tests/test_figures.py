@@ -324,11 +324,7 @@ def test_one_run_draws_its_leaderboard_and_refuses_pairs(data) -> None:
 
 def read_runs_subset(data, run_ids: list[str]):
     """``data`` restricted to some runs (what read_runs gives for them)."""
-    def keep(frame: pl.DataFrame) -> pl.DataFrame:
-        return frame.filter(pl.col("run_id").is_in(run_ids))
-
-    return dataclasses.replace(data, runs=keep(data.runs), answers=keep(data.answers), judgments=keep(data.judgments),
-                               decisions=keep(data.decisions))
+    return data.of(run_ids)
 
 
 def test_nan_scores_and_null_intervals_do_not_break_figures(cmp, cases) -> None:
@@ -406,3 +402,19 @@ def test_the_report_computes_each_figures_data_once(demo_store: Path, monkeypatc
     names = [f.key for section in drawn.values() for f in section]
     assert len(names) >= 8 and all(f.data is not None for section in drawn.values() for f in section)
     assert {name: calls.get(f"{name}_data") for name in names} == {name: 1 for name in names}
+
+
+def test_a_case_with_several_answer_samples_costs_all_of_them(data, cases) -> None:
+    # K answers per case: the cost figure's tokens per case are all K answers' (as its dollars are), not one
+    # sample's picked by row order. Here sample 1 repeats
+    # sample 0 with twice its completion tokens: per case 2 prompts and 3 completions.
+    again = data.answers.with_columns(sample=pl.lit(1, data.answers["sample"].dtype),
+                                      completion_tokens=pl.col("completion_tokens") * 2)
+    two = dataclasses.replace(data, answers=pl.concat([again, data.answers]))
+    one, both = figures.cost_data(data, cases), figures.cost_data(two, cases)
+    assert both["completion_tokens_per_case"].to_list() == pytest.approx(
+        [3 * v for v in one["completion_tokens_per_case"].to_list()])
+    assert both["tokens_per_case"].to_list() == pytest.approx(
+        [2 * t + c for t, c in zip(one["tokens_per_case"].to_list(), one["completion_tokens_per_case"].to_list())])
+    # the length figure plots each answer (tests/test_answers_per_sample.py): twice the points
+    assert figures.length_bias_data(two, cases).height == 2 * figures.length_bias_data(data, cases).height

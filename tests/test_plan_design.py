@@ -44,6 +44,11 @@ def test_bad_components_are_one_line_each() -> None:
         components_from_rows([{"benchmark": "x", **PLANTED}], 1.5)
     with pytest.raises(ValueError, match="give a target difference"):
         plan_design(_components(), 0.01, 0.01)
+    # Scores lie in [0, 1]: a variance of 1e300 is no score's, and an endless budget buys no design.
+    with pytest.raises(ValueError, match="at most 1"):
+        components_from_rows([{"benchmark": "x", "var_case": 1e300, "var_answer": 0.1, "var_judge": 0}], 0.5)
+    with pytest.raises(ValueError, match="budget inf must be"):
+        plan_design(_components(), 0.01, 0.01, budget=math.inf)
 
 
 def test_the_chosen_design_is_the_cheapest_that_reaches_the_target() -> None:

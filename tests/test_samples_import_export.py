@@ -113,3 +113,17 @@ def test_export_reference_refuses_a_run_of_several_samples(tmp_path: Path, bench
     with pytest.raises(ValueError, match=r"run 'r' has 2 answer samples per case: .*export_samples"):
         export_reference(Store.open(tmp_path / "st"), "r", out)
     assert not out.exists()
+
+
+def test_one_file_given_twice_is_refused_not_taken_for_two_samples(tmp_path: Path, bench) -> None:
+    # The same answers twice would read as answers that never vary: worst-at-k flat, answer variance 0.
+    from toolkit.reference import import_samples
+    _, dataset = bench
+    first, second = _files(tmp_path / "in", dataset, seeds=(1, 2))
+    link = tmp_path / "in" / "link.jsonl"
+    link.symlink_to(first)
+    store = Store.open(tmp_path / "st")
+    for paths in ([first, second, first], [first, tmp_path / "in" / ".." / "in" / first.name], [first, link]):
+        with pytest.raises(ValueError, match="given twice"):
+            import_samples(store, paths, dataset, "r")
+    assert store.run_ids() == [] and store.read("answers").height == 0

@@ -138,3 +138,14 @@ def test_the_db_file_shows_sample_scores_and_follows_a_new_sample(store: Store, 
     stored = store.read("sample_scores", ["k"]).sort("case_id", "sample")
     mine = sample_scores(store.read("pass_scores", ["k"])).select(stored.columns).sort("case_id", "sample")
     assert mine.select("case_id", "sample", "passes").equals(stored.select("case_id", "sample", "passes"))
+
+
+def test_compare_says_its_intervals_include_answer_and_judge_variance(store: Store, sample_dataset) -> None:
+    # A case's score averages its answers and passes, so intervals over cases carry that noise: the note must
+    # not tell a reader of a K > 1 comparison that answer variance is left out (toolkit.analysis.variance).
+    from toolkit.analysis import CompareOptions, ResampleSettings, compare
+    for run_id, seed in (("k2a", 1), ("k2b", 2)):
+        write_samples(store, sample_dataset, run_id, sample_decisions(sample_dataset, run_id, 2, seed=seed))
+    notes = " ".join(compare(store, ["k2a", "k2b"], CompareOptions(resamples=ResampleSettings(200, 1))).notes)
+    assert "not answer or judge variance" not in notes
+    assert "answer and judge variance are inside the spread of case scores" in notes

@@ -163,3 +163,14 @@ def test_an_old_store_is_read_in_one_polars_pass_per_table(tmp_path, sample_data
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_query_naming_only_sample_scores_computes_them_for_an_old_run(tmp_path, sample_dataset) -> None:
+    # `bedside sql` builds only the derived views a query names (toolkit.sql._query.referenced): a query of
+    # sample_scores alone must still have the old run's rows computed, not an empty view.
+    from toolkit.sql._query import referenced
+    store = _old_store(tmp_path / "s", sample_dataset)
+    query = "SELECT count(*) FROM sample_scores"
+    assert "sample_scores" in referenced(query)
+    with connect(store, derived=referenced(query)) as con:
+        assert con.execute(query).fetchone() == (sample_dataset.cases.height,)

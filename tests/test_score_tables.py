@@ -227,7 +227,9 @@ def test_readers_take_the_stored_case_scores_under_the_default_selection_only(st
     _run(store, sample_dataset, "a", 1, passes=2)
     _run(store, sample_dataset, "b", 2, passes=2)
     data = read_runs(store, ["a", "b"], texts=False)
-    assert data.stored_cases is not None and per_case(data) is data.stored_cases
+    assert data.stored_cases is not None and per_case(data).equals(data.stored_cases)
+    narrowed = replace(data, runs=data.runs.filter(pl.col("run_id") == "a"))  # narrowed without RunData.of
+    assert per_case(narrowed)["run_id"].unique().to_list() == ["a"]
     _equal(per_case(data), per_case(replace(data, stored_cases=None)))
     first = per_case(data, JudgeSelection(passes=(1,)))
     assert first["passes"].unique().to_list() == [1]

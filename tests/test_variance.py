@@ -187,3 +187,22 @@ def test_a_run_without_scores_under_the_selection_is_named_not_dropped(store, sa
     assert "run one has no scored answer under this judge selection: left out" in budget.notes
     with pytest.raises(ValueError, match="no selected run has a scored answer"):
         variance_components(store, ["one"], options)
+
+
+def test_a_statistic_that_never_varies_between_cases_gets_no_zero_width_interval() -> None:
+    # 30 cases of one benchmark that never reach a perfect score: pass^k is 0 in every resample, but a true rate
+    # of a few percent is as consistent with these cases; "[0, 0]" would claim what they cannot show.
+    scores = _scores(8, cases=30, answers=3, passes=2, benchmarks=2)
+    scores[0, 0] = np.minimum(scores[0, 0], 0.9)
+    budget = variance_budget(frame(scores), FAST)
+    flat = budget.pass_k.filter(pl.col("benchmark") == "drug_safety")
+    assert flat["value"].to_list() == [0.0] * 3
+    assert flat["ci_low"].null_count() == flat["ci_high"].null_count() == 3
+    assert all("no variation between cases" in note for note in flat["ci_note"].to_list())
+    varied = budget.pass_k.filter((pl.col("benchmark") == "overall") & (pl.col("k") == 1))
+    assert varied["value"][0] > 0 and varied["ci_high"][0] > varied["ci_low"][0]
+    # Every score alike: no interval for the components or the run mean either.
+    same = variance_budget(frame(np.full((1, 2, 30, 3, 2), 0.5)), FAST)
+    assert same.components["ci_low"].null_count() == same.components.height
+    cases = same.intervals.filter(pl.col("kind") == "cases")
+    assert cases["ci_low"].to_list() == [None] and "no variation between cases" in cases["note"][0]

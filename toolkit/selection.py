@@ -180,7 +180,8 @@ def per_case(data: RunData, selection: JudgeSelection = JudgeSelection()) -> pl.
     any. Under the default selection, the rows the runs' commits stored (this function's own result, computed
     then)."""
     if data.stored_cases is not None and selection.is_stored:
-        return data.stored_cases
+        # the runs of ``data`` only, should a caller have narrowed its runs without RunData.of
+        return data.stored_cases.filter(pl.col("run_id").is_in(data.runs["run_id"].implode()))
     judgments, _ = select_judgments(data, selection)
     scores = case_scores(selected_passes(data, selection))
     ok = judgments.filter(pl.col("error").is_null())

@@ -91,6 +91,9 @@ def components_from_rows(rows: Sequence[Mapping], rho: float | Mapping[str, floa
                for v in values):
             raise ValueError(f"planning: component record {i} ({row['benchmark']}): variances must be non-negative "
                              "numbers")
+        if any(v > 1 for v in values):  # scores lie in [0, 1]: even an estimate's variance is at most 0.5
+            raise ValueError(f"planning: component record {i} ({row['benchmark']}): a variance of scores in [0, 1] "
+                             "is at most 1")
         by_benchmark.setdefault(str(row["benchmark"]), []).append(row)
     if not by_benchmark:
         raise ValueError("planning: no variance components given")
@@ -204,7 +207,7 @@ def plan_design(components: Sequence[Components], answer_cost: float, judge_cost
         raise ValueError("planning: give a target difference (target_mdd), a budget, or both")
     if target_mdd is not None and not 0 < target_mdd < 1:
         raise ValueError(f"planning: target difference {target_mdd} must be between 0 and 1 (a macro-mean score)")
-    if budget is not None and not budget > 0:
+    if budget is not None and not 0 < budget < math.inf:
         raise ValueError(f"planning: budget {budget} must be a positive number of USD")
     for name, value in (("answer_cost", answer_cost), ("judge_cost", judge_cost)):
         if value is None or not math.isfinite(value) or value < 0:

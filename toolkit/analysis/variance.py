@@ -204,6 +204,17 @@ SCHEMAS = {
 FEW_NOTE = f"fewer than {MIN_INTERVAL_CASES} cases in a benchmark: no interval"
 FEW_PASS_NOTE = (f"fewer than {MIN_PASS_K_CASES} cases in a benchmark: no interval (a pass^k interval "
                  "under-covers there)")
+# A statistic equal in every resample (pass^k of cases that never pass, identical scores) has a zero-width
+# interval, which would claim a certainty the cases cannot give: none is shown (as compare does).
+FLAT_NOTE = "no variation between cases: no interval"
+
+
+def _ends(low, high, note: str | None) -> tuple[float | None, float | None, str | None]:
+    """(ci_low, ci_high, ci_note) of an interval; a zero-width one is none, with FLAT_NOTE."""
+    low, high = _num(low), _num(high)
+    if low is not None and high is not None and low == high:
+        return None, None, FLAT_NOTE
+    return low, high, note
 
 
 def _threshold(benchmark: str, options: VarianceOptions) -> float:
@@ -244,12 +255,12 @@ def _run_budget(run: str, benchmarks: list[tuple[str, np.ndarray]], design: tupl
     mean = stats.add(lambda means, n: means[MEAN], list(range(len(names))))
     point, low, high = stats.intervals()
     lows, highs = stats.component_intervals()
-    for head, tail, index in components_rows:
-        ends = (None, None) if index is None else (_num(lows[index]), _num(highs[index]))
-        parts["components"].append((*head, *ends, *tail))
+    for head, (share, note), index in components_rows:
+        ends = (None, None, note) if index is None else _ends(lows[index], highs[index], note)
+        parts["components"].append((*head, *ends[:2], share, ends[2]))
     for table, row, index, why in pending:
-        ends = (None, None) if why else (_num(low[index]), _num(high[index]))
-        parts[table].append((*row, _num(point[index]), *ends, why))
+        ends = (None, None, why) if why else _ends(low[index], high[index], None)
+        parts[table].append((*row, _num(point[index]), *ends))
     _run_intervals(run, sizes, stats.point, answers, (point[mean], low[mean], high[mean]), parts, notes)
     if answers == 1:
         notes.append(f"run {run} has one answer per case (K = 1): the answer component cannot be estimated "
@@ -311,9 +322,9 @@ def _run_intervals(run: str, sizes: list[int], point: list[np.ndarray], answers:
         for kind in ("cases", "same_cases"):
             parts["intervals"].append((run, OVERALL, kind, float(mean), None, None, FEW_NOTE))
         return
-    parts["intervals"].append((run, OVERALL, "cases", float(mean), _num(low), _num(high),
-                               "new cases, answers and judge passes: cases resampled whole (answer and judge "
-                               "variance are inside the spread of case scores)"))
+    parts["intervals"].append((run, OVERALL, "cases", float(mean), *_ends(
+        low, high, "new cases, answers and judge passes: cases resampled whole (answer and judge variance are "
+        "inside the spread of case scores)")))
     if answers > 1:
         within = sum(float(p[WITHIN_ANSWERS, 0]) / (answers * n) for p, n in zip(point, sizes)) / count ** 2
         half = Z95 * math.sqrt(max(within, 0.0))

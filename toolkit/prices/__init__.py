@@ -44,6 +44,9 @@ from toolkit.inputs import InputError, read_text
 PRICES_ENV = "BEDSIDE_PRICES"
 PRICE_FILE_LIMIT = 1 << 20  # bytes: a table of every model anyone prices is a few kB
 PER_TOKENS = 1_000_000
+# Highest rate taken (USD per 1M tokens: a dollar a token, far above any model's): beyond it tokens x rate can
+# overflow to inf, a "$inf" no one was charged.
+MAX_RATE = 1_000_000.0
 
 
 class PriceError(ValueError):
@@ -110,6 +113,8 @@ def load_prices(path: str | os.PathLike[str] | PriceTable | None = None) -> Pric
         raise PriceError(f"price table {source}: {error.message}") from None
     except tomllib.TOMLDecodeError as error:
         raise PriceError(f"price table {source}: invalid TOML: {error}") from None
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        raise PriceError(f"price table {source}: invalid TOML: nested too deeply") from None
     return parse_prices(data, str(source))
 
 
@@ -144,6 +149,8 @@ def _rate(entry: dict[str, Any], name: str, where: str, required: bool) -> float
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise PriceError(f"{where}: {name}: {value!r} is not a non-negative number of USD per 1M tokens")
+    if value > MAX_RATE:
+        raise PriceError(f"{where}: {name}: {value!r} is above {MAX_RATE:,.0f} USD per 1M tokens (a dollar a token)")
     return float(value)
 
 

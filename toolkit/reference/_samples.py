@@ -40,6 +40,22 @@ def _with_sample(tables: dict[str, pa.Table], sample: int, offset: int) -> dict[
     return out
 
 
+def _distinct(paths: list[Path]) -> None:
+    """ValueError when one file is named twice (another spelling of its path, a link to it): its answers would
+    read as two samples that never differ (answer variance 0, worst-at-k flat)."""
+    seen: dict[tuple[int, int], Path] = {}
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError:
+            continue  # the reader names a missing or unreadable file
+        key = (info.st_dev, info.st_ino)
+        if key in seen:
+            raise ValueError(f"{printable(str(path))}: --as-samples: the file {printable(str(seen[key]))} is given "
+                             "twice: each sample must be a file of its own answers")
+        seen[key] = path
+
+
 def import_samples(store: Store, paths: list[str | Path], dataset: Dataset, run_id: str, replace: bool = False,
                    chunk_bytes: int = CHUNK_BYTES) -> ImportReport:
     """Import files as ONE run whose sample i is file i, in the order given; all or nothing (ImportError_
@@ -47,6 +63,7 @@ def import_samples(store: Store, paths: list[str | Path], dataset: Dataset, run_
     paths = [Path(p) for p in paths]
     if len(paths) < 2:
         raise ValueError(f"--as-samples: needs two or more result files (got {len(paths)})")
+    _distinct(paths)
     run_id = store.run_id_for(run_id)
     check = checker(dataset)
     files: list[FileRows] = []

@@ -2,10 +2,10 @@
 
 The views are ``toolkit.sql._views``' statements, the same ones ``bedside db`` writes into a database file:
 the tables (their schema's columns and types, over the current snapshot's Parquet files) and the derived
-``pass_scores``, ``case_scores``, ``benchmark_scores`` and ``run_summary``: the score tables the toolkit
-stored with each commit, and those it computes here for what is not stored (``fill_computed``). Bootstrap
-intervals are not stored: ``run_intervals`` is filled here with ``toolkit.summary`` when a query needs them
-(they cost a bootstrap).
+``pass_scores``, ``sample_scores``, ``case_scores``, ``benchmark_scores`` and ``run_summary``: the score
+tables the toolkit stored with each commit, and those it computes here for what is not stored
+(``fill_computed``). Bootstrap intervals are not stored: ``run_intervals`` is filled here with
+``toolkit.summary`` when a query needs them (they cost a bootstrap).
 
 ``query`` is what ``bedside sql`` runs: one read-only statement on a locked connection that
 can read the store's current Parquet files and nothing else; ``query_head`` runs it for a table of its
@@ -30,6 +30,7 @@ from toolkit.summary import SummaryOptions, summarize_data
 from toolkit.selection import JudgeSelection
 from toolkit.tables import SCORE_TABLES, STORED
 
+# Every score view: a query naming only one (say sample_scores) still gets the rows of runs stored without it.
 DERIVED = tuple(SCORE_TABLES)
 _WITH_INTERVALS = ("benchmark_scores", "run_summary", "run_intervals")
 READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
