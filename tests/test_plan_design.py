@@ -49,6 +49,11 @@ def test_bad_components_are_one_line_each() -> None:
         components_from_rows([{"benchmark": "x", "var_case": 1e300, "var_answer": 0.1, "var_judge": 0}], 0.5)
     with pytest.raises(ValueError, match="budget inf must be"):
         plan_design(_components(), 0.01, 0.01, budget=math.inf)
+    # No variance at all: every design would "detect" any difference with power 1, which no test can earn
+    # (a pair that never varies has no interval; its exact sign test needs cases).
+    flat = components_from_rows([{"benchmark": "x", "var_case": 0.0, "var_answer": 0.0, "var_judge": 0.0}], 0.5)
+    with pytest.raises(ValueError, match="no variance"):
+        plan_design(flat, 0.01, 0.001, target_mdd=0.05)
 
 
 def test_the_chosen_design_is_the_cheapest_that_reaches_the_target() -> None:

@@ -219,6 +219,9 @@ def plan_design(components: Sequence[Components], answer_cost: float, judge_cost
     comps = list(components)
     if not comps:
         raise ValueError("planning: no variance components given")
+    if all(c.difference_variance(1, 1) == 0 for c in comps):  # any design would claim power 1
+        raise ValueError("planning: the components give no variance between the runs' case scores (all 0, or the "
+                         "runs never differ): no test can be planned on them; check the components")
     n_bench = len(comps)
     limit = MAX_CASES if max_cases is None else max_cases
     rows = []

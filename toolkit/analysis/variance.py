@@ -43,7 +43,8 @@ Two intervals of the run mean, because two questions are asked of it:
   It already includes answer and judge variance: each case score averages its K answers and their
   spread is inside the spread of case scores (the identity above). It is the interval for the model's mean
   on cases like these.
-* ``same_cases``: the same cases, new answers and judge passes (how far a re-run moves the number):
+* ``same_cases``: the mean these same cases would have over endless answers and judge passes (a second
+  run's own mean differs from this one's by about sqrt(2) times this interval's standard error):
   mean +- z * sqrt((1/B^2) sum_b mean_c var_a(y_ca) / (K n_b)), normal; needs K >= 2.
 
 Reliability at k, per case from its K answer scores y_(1) <= ... <= y_(K) (each the mean of its passes):
@@ -329,7 +330,9 @@ def _run_intervals(run: str, sizes: list[int], point: list[np.ndarray], answers:
         within = sum(float(p[WITHIN_ANSWERS, 0]) / (answers * n) for p, n in zip(point, sizes)) / count ** 2
         half = Z95 * math.sqrt(max(within, 0.0))
         parts["intervals"].append((run, OVERALL, "same_cases", float(mean), mean - half, mean + half,
-                                   "the same cases, new answers and judge passes: how far a re-run moves the mean"))
+                                   "the mean of these same cases over new answers and judge passes (a second "
+                                   "run's mean differs from this one's by about 1.4 times this interval's "
+                                   "standard error)"))
     else:
         parts["intervals"].append((run, OVERALL, "same_cases", float(mean), None, None,
                                    "K = 1: how far new answers move the mean cannot be estimated"))
