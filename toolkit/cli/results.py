@@ -125,6 +125,13 @@ def summary_cmd(runs: RunChoice, order: str, as_json: bool, selection: JudgeSele
                      "ci95_low": lo, "ci95_high": hi})
         emit(pl.DataFrame(rows), "table")
     click.echo(INTERVALS_NOTE, err=True)
+    smallest = min((b["n"] for s in summaries.values() for b in s["benchmarks"].values()), default=None)
+    if smallest is not None and smallest < 25:  # a small store only pays for the import
+        from toolkit.analysis.paired import small_sample_note
+
+        for note in small_sample_note(smallest, paired=False):
+            click.echo(f"note: {note} (the reference's interval covers 87.5 % at 3 cases, 93.5 % at 10: "
+                       "docs/methods.md)", err=True)
 
 
 class _QueryCommand(click.Command):
