@@ -3,6 +3,8 @@ tests of answer samples (tests/test_samples_*.py)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import polars as pl
 
 from tests import analysis_sim
@@ -19,8 +21,9 @@ def sample_decisions(dataset, run_id: str, samples: int, passes: int = 1, seed: 
 
 
 def write_samples(store: Store, dataset, run_id: str, decisions: pl.DataFrame, *, judge: str = "judge-x",
-                  source: str = "collected") -> None:
-    """The runs, answers and judgments rows around multi-sample ``decisions`` (one commit each)."""
+                  source: str = "collected", answer: Callable[[dict, int], dict] | None = None) -> None:
+    """The runs, answers and judgments rows around multi-sample ``decisions`` (one commit each); ``answer``
+    gives an answer row's own fields from its (case_id, sample) row and its position."""
     store.write_dataset(dataset)
     store.write("runs", run_id, [{
         "run_id": run_id, "answer_model": f"model-{run_id}", "judge_model": judge,
@@ -28,10 +31,10 @@ def write_samples(store: Store, dataset, run_id: str, decisions: pl.DataFrame, *
         "created_at": "2025-01-01T00:00:00Z", "settings": None}])
     keyed = with_sample(decisions)  # decisions without the column: stored as sample 0
     answers = keyed.select("case_id", "sample").unique(maintain_order=True)
+    fields = answer or (lambda row, i: {"answer_model": f"model-{run_id}", "answer": f"answer {row['sample']}"})
     store.write("answers", run_id, [{
         "run_id": run_id, "case_id": row["case_id"], "sample": row["sample"], "attempt": 1, "seq": i,
-        "answer_model": f"model-{run_id}", "answer": f"answer {row['sample']}", "error": None}
-        for i, row in enumerate(answers.iter_rows(named=True))])
+        "error": None, **fields(row, i)} for i, row in enumerate(answers.iter_rows(named=True))])
     judged = keyed.select("case_id", "sample", "judge_model", "judge_pass", "judgment_attempt").unique(
         maintain_order=True)
     store.write("judgments", run_id, [{

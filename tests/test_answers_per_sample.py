@@ -7,36 +7,18 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tests.samples_support import sample_decisions
+from tests.samples_support import sample_decisions, write_samples
 from toolkit import figures
 from toolkit.figures.cases import answer_usage
-from toolkit.protocol import PROTOCOL_VERSION
 from toolkit.selection import per_case, per_sample, read_runs
 from toolkit.store import Store
 
 
 def _write(store: Store, dataset, run_id: str, samples: int) -> None:
     """A run of ``samples`` answers per case whose texts (and tokens) differ in length between samples."""
-    decisions = sample_decisions(dataset, run_id, samples, seed=3)
-    store.write_dataset(dataset)
-    store.write("runs", run_id, [{
-        "run_id": run_id, "answer_model": "m", "judge_model": "judge-x", "protocol_version": PROTOCOL_VERSION,
-        "dataset_sha256": dataset.sha256, "source": "collected", "created_at": "2025-01-01T00:00:00Z",
-        "settings": None}])
-    keys = decisions.select("case_id", "sample").unique(maintain_order=True)
-    store.write("answers", run_id, [{
-        "run_id": run_id, "case_id": r["case_id"], "sample": r["sample"], "attempt": 1, "seq": i,
+    write_samples(store, dataset, run_id, sample_decisions(dataset, run_id, samples, seed=3), answer=lambda r, i: {
         "answer_model": "m", "answer": f"sample {r['sample']} " + "x" * (20 * r["sample"] + i % 7),
-        "error": None, "prompt_tokens": 100, "completion_tokens": 10 * (r["sample"] + 1), "latency_s": 1.0}
-        for i, r in enumerate(keys.iter_rows(named=True))])
-    judged = decisions.select("case_id", "sample", "judge_model", "judge_pass", "judgment_attempt").unique(
-        maintain_order=True)
-    store.write("judgments", run_id, [{
-        "run_id": run_id, "case_id": r["case_id"], "sample": r["sample"], "judge_model": r["judge_model"],
-        "judge_pass": r["judge_pass"], "attempt": r["judgment_attempt"], "answer_attempt": 1,
-        "seq": keys.height + i, "raw_reply": "{}", "error": None}
-        for i, r in enumerate(judged.iter_rows(named=True))])
-    store.write("decisions", run_id, decisions.to_arrow())
+        "prompt_tokens": 100, "completion_tokens": 10 * (r["sample"] + 1), "latency_s": 1.0})
 
 
 def test_usage_and_length_bias_take_every_answer(store: Store, sample_dataset) -> None:
