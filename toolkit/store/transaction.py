@@ -239,9 +239,10 @@ def add_rows(batch: list[tuple[Transaction, Rows]]) -> None:
         store = batch[0][0].store
         store._writable()  # claims the folder: not for a batch with no row (a file refused at its end)
         # Every table's commit checked at once: the first ones must not land (invisible, but on disk) when a
-        # later one cannot fit. Arrow sizes bound the Parquet files, which are smaller.
+        # later one cannot fit, nor the run's own commit after them (its score tables and runs row: a commit's
+        # slack each). Arrow sizes bound the Parquet files, which are smaller.
         need = sum(f.nbytes for frames in tables.values() for f in frames) + sum(f.nbytes for _, _, f in replays)
-        room(store.root, need + SLACK * (len(tables) + len(replays)))
+        room(store.root, need + SLACK * (len(tables) + len(replays) + len(SCORES) + 1))
     for txn, table, frame in replays:
         delta.overwrite(txn.store._path(table), table, frame,
                         f"{PART} = '{part_of(txn.run_id)}' AND {WRITE_ID} = '{txn.write_id}'")
