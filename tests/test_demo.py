@@ -96,6 +96,8 @@ def test_demo_then_compare_work_from_where_the_user_stands(tmp_path: Path) -> No
     demo = subprocess.run([sys.executable, "-m", "toolkit", "demo", "--progress", "none"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert demo.returncode == 0, demo.stderr
+    # three cases a benchmark: the leaderboard's reference interval under-covers there, and the demo says so
+    assert "smallest here: 3): percentile intervals under-cover there" in demo.stderr
     assert f"store: {tmp_path / 'data' / 'results'}" in demo.stdout
     assert "next:  bedside compare --all   (paired comparisons, ranks)" in demo.stdout  # no --store needed here
     assert set(Store.open(tmp_path / "data" / "results").run_ids()) == set(DEMO_MODELS)

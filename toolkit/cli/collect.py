@@ -169,9 +169,11 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
                     "to start over.")
     emit(board, "table", title="Leaderboard: simulated models on the bundled sample (macro mean, 95% CI)",
          optional=("answer_model", "judge_model"))
-    from toolkit.cli.results import INTERVALS_NOTE  # the report written below shows compare's intervals
+    from toolkit.cli.results import INTERVALS_NOTE, say_small_sizes  # the report below shows compare's intervals
 
     click.echo(INTERVALS_NOTE, err=True)
+    sizes = store.read("case_scores", board["run"].to_list()).group_by("run_id", "benchmark").len()["len"]
+    say_small_sizes(sizes.min() if sizes.len() else None)
     where = "" if store_dir is None and "BEDSIDE_STORE" not in os.environ else f" --store {shlex.quote(str(store.root))}"
     say(f"store: {store.root}")
     from pathlib import Path

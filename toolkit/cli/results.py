@@ -125,7 +125,11 @@ def summary_cmd(runs: RunChoice, order: str, as_json: bool, selection: JudgeSele
                      "ci95_low": lo, "ci95_high": hi})
         emit(pl.DataFrame(rows), "table")
     click.echo(INTERVALS_NOTE, err=True)
-    smallest = min((b["n"] for s in summaries.values() for b in s["benchmarks"].values()), default=None)
+    say_small_sizes(min((b["n"] for s in summaries.values() for b in s["benchmarks"].values()), default=None))
+
+
+def say_small_sizes(smallest: int | None) -> None:
+    """After INTERVALS_NOTE: the reference's interval under-covers below ~25 cases in a benchmark."""
     if smallest is not None and smallest < 25:  # a small store only pays for the import
         from toolkit.analysis.paired import small_sample_note
 
