@@ -169,7 +169,8 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
                     "to start over.")
     emit(board, "table", title="Leaderboard: simulated models on the bundled sample (macro mean, 95% CI)",
          optional=("answer_model", "judge_model"))
-    from toolkit.cli.results import INTERVALS_NOTE, say_small_sizes  # the report below shows compare's intervals
+    # the report written below shows compare's intervals
+    from toolkit.cli.results import INTERVALS_NOTE, say_small_sizes
 
     click.echo(INTERVALS_NOTE, err=True)
     sizes = store.read("case_scores", board["run"].to_list()).group_by("run_id", "benchmark").len()["len"]
