@@ -238,9 +238,8 @@ def add_rows(batch: list[tuple[Transaction, Rows]]) -> None:
     if any(frame.num_rows for frames in tables.values() for frame in frames) or replays:
         store = batch[0][0].store
         store._writable()  # claims the folder: not for a batch with no row (a file refused at its end)
-        # Every table's commit checked at once: the first ones must not land (invisible, but on disk) when a
-        # later one cannot fit, nor the run's own commit after them (its score tables and runs row: a commit's
-        # slack each). Arrow sizes bound the Parquet files, which are smaller.
+        # Every table's commit checked at once, with a commit's slack for each score table and the runs row
+        # after them: none may land (invisible, but on disk) when a later one cannot fit. Arrow sizes bound Parquet.
         need = sum(f.nbytes for frames in tables.values() for f in frames) + sum(f.nbytes for _, _, f in replays)
         room(store.root, need + SLACK * (len(tables) + len(replays) + len(SCORES) + 1))
     for txn, table, frame in replays:
