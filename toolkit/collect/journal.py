@@ -59,8 +59,7 @@ def _checker(kind: pa.DataType) -> Callable[[Any], bool]:
 
 
 # Per run table: (column, accepts a value, nullable), from the schema in toolkit.tables.
-_CHECKS = {t: [(f.name, _checker(f.type), f.nullable or f.name in FILLED) for f in TABLES[t].schema]
-           for t in RUN_TABLES}  # a FILLED column left out is stored at its old value
+_CHECKS = {t: [(f.name, _checker(f.type), f.nullable) for f in TABLES[t].schema] for t in RUN_TABLES}
 
 
 def sampled(table: Any, row: Any) -> Any:
