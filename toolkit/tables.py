@@ -171,6 +171,40 @@ DECISIONS = Table(
 )
 
 TABLES: dict[str, Table] = {t.name: t for t in (CASES, RUBRIC_ITEMS, RUNS, ANSWERS, JUDGMENTS, DECISIONS)}
+
+# Human review: the store's own rows, not a run's (no write ids): visible once their one commit lands.
+REVIEWS = Table(
+    "reviews", "answer shown in a review page", ("review_id", "position"), "review_id",
+    "Written by `bedside review` in one commit with the page: the key that unblinds it. The page holds only "
+    "`blind_id`; which run, case and answer sample each one is stays here.",
+    (
+        _c("review_id", UTF8, "Random opaque id of one generated page (the page and its exported labels name it).",
+           False),
+        _c("created_at", UTF8, "ISO-8601 UTC time the page was written.", False),
+        _c("seed", I64, "Seed of the page's case and answer order.", False),
+        _c("position", I32, "0-based order of the answer in the page.", False),
+        _c("blind_id", UTF8, "Random opaque id of the answer: the only one the page holds.", False),
+        RUN_ID, CASE_ID, SAMPLE,
+    ),
+)
+
+HUMAN_LABELS = Table(
+    "human_labels", "label of one reviewer on one rubric item of one answer",
+    ("reviewer", "run_id", "case_id", "sample", "item_id"), "run_id",
+    "Reviewers' (physicians') labels, imported by `bedside labels import` from a review page's export or a "
+    "CSV/JSONL table. Several reviewers may label an item; one reviewer labels it once. Judge decisions are "
+    "never changed by them.",
+    (
+        _c("review_id", UTF8, "The review page the label was made in (null: imported from a CSV/JSONL table)."),
+        _c("reviewer", UTF8, "Who labelled, as they named themselves.", False),
+        RUN_ID, CASE_ID, _c("sample", I32, "0-based answer sample labelled (0 when the table gave none).", False),
+        _c("item_id", UTF8, "Rubric item.", False),
+        _c("label", UTF8, "met, not_met or unsure.", False),
+        _c("labelled_at", UTF8, "ISO-8601 UTC time the label was made (null when unknown)."),
+    ),
+)
+
+LABEL_TABLES: dict[str, Table] = {t.name: t for t in (REVIEWS, HUMAN_LABELS)}
 RUN_TABLES = ("runs", "answers", "judgments", "decisions")
 DATASET_TABLES = ("cases", "rubric_items")
 
@@ -292,7 +326,7 @@ SCORE_TABLES: dict[str, Table] = {t.name: t for t in (PASS_SCORES, SAMPLE_SCORES
                                                       RELIABILITY_SCORES, RUN_SUMMARY)}
 # Score tables added after stores first held scores: runs stored before hold none, and readers compute theirs.
 LATER_SCORES = ("sample_scores", "reliability_scores")
-STORED: dict[str, Table] = {**TABLES, **SCORE_TABLES}  # every table the store keeps
+STORED: dict[str, Table] = {**TABLES, **SCORE_TABLES, **LABEL_TABLES}  # every table the store keeps
 # Columns added after stores were first written, with the value every older row holds: files that lack them
 # read as if they had them, and a table gains them on its next write; no migration step.
 FILLED: dict[str, int] = {SAMPLE.name: 0}

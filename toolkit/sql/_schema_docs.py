@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolkit.tables import TABLES
+from toolkit.tables import LABEL_TABLES, TABLES
 from toolkit.sql._views import dictionary
 
 
@@ -57,7 +57,7 @@ def markdown() -> str:
         "`bedside sql --format csv --raw-csv` (CSV for programs), JSON output, or the store itself.",
         "",
     ]
-    for t in TABLES.values():
+    for t in (*TABLES.values(), *LABEL_TABLES.values()):
         out += [f"## `{t.name}`", "", t.doc, "", f"One row per {t.grain}. Key: `{', '.join(t.key)}`. "
                 f"Partitioned by `{t.partition}`.", "", "| column | type | null | meaning |", "|---|---|---|---|"]
         out += [f"| `{c.name}` | {c.type} | {'yes' if c.nullable else 'no'} | {c.doc} |" for c in t.columns]

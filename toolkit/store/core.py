@@ -13,7 +13,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import polars as pl
 import pyarrow as pa
@@ -23,7 +23,8 @@ from toolkit.store.delta import PART, SCORES
 from toolkit.store.locks import run_lock, store_lock
 from toolkit.store.paths import (StoreError, check_store_folder, claim_store_folder, default_store_path, new_run_id,
                                  MARKER, normal_run_id, part_of as _part, safe_segment)
-from toolkit.tables import DATASET_TABLES, RUN_TABLES, STORED, TABLES, constant, polars_schema, to_arrow
+from toolkit.tables import (DATASET_TABLES, LABEL_TABLES, RUN_TABLES, STORED, TABLES, constant, polars_schema,
+                            to_arrow)
 
 _SNAPSHOT_TRIES = writes.TRIES
 _RUNS: dict[tuple, pa.Table] = {}  # (runs table, version) -> its rows: a committed version never changes
@@ -132,8 +133,9 @@ class Store:
         loaded = delta.actions_as_of(path, snap.as_of)
         if loaded is None:
             return []
-        if table in DATASET_TABLES:
-            return delta.files_of(loaded, path, None if keys is None else set(keys), None)
+        if table in DATASET_TABLES or table in LABEL_TABLES:  # no write ids: every committed row is visible
+            wanted = None if keys is None else set(keys) if table in DATASET_TABLES else {_part(k) for k in keys}
+            return delta.files_of(loaded, path, wanted, None)
         live = snap.live(table)
         parts = None if keys is None else {_part(k) for k in keys}
         return delta.files_of(loaded, path, parts, live)
@@ -172,7 +174,7 @@ class Store:
                     data = order.join(data, on=PART, how="inner", maintain_order="left")
                 break
             found = self._data_files(snap, table, keys)
-            lost = writes.lost_in(self, snap, (table,), keys) if table not in DATASET_TABLES else {}
+            lost = writes.lost_in(self, snap, (table,), keys) if table in delta.RUN_DATA else {}
             if keys is not None:  # in the order of the keys given, as callers expect
                 order = {(_part(k) if table not in DATASET_TABLES else k): i for i, k in enumerate(keys)}
                 found.sort(key=lambda f: order.get(f[1], 0))
@@ -335,6 +337,24 @@ class Store:
         if table not in RUN_TABLES:
             raise StoreError(f"write {table} through write_dataset")
         return self.commit_run(key, {table: data})
+
+    def append_rows(self, table: str, rows: list[dict], keys: list[str], check: Callable[[], None] | None = None
+                    ) -> None:
+        """Rows of a table of the whole store (``LABEL_TABLES``; ``keys``: each row's partition value) in ONE
+        commit under the store's lock, visible once it lands; ``check()`` runs first under that lock, so what
+        it reads stays true until the commit (it raises to refuse: nothing is written)."""
+        if table not in LABEL_TABLES:
+            raise StoreError(f"append_rows writes {', '.join(LABEL_TABLES)}, not {table}")
+        self._writable()
+        data = to_arrow(table, rows)
+        with store_lock(self.root / ".locks" / "store.lock"):
+            if check is not None:
+                check()
+            if data.num_rows:
+                parts = pl.Series(PART, [_part(k) for k in keys], dtype=pl.String).to_arrow()
+                delta.append(self._path(table), table, data.append_column(PART, parts))
+        if data.num_rows:
+            commits.committed(self)
 
     def is_live(self, run_id: str, write_id: str) -> bool:
         row = self._row(run_id)

@@ -25,7 +25,7 @@ import pyarrow as pa
 from toolkit.store.disk import SLACK, is_no_space, no_space, quiet_panics, room
 from toolkit.store.sealed import seal_added
 from toolkit.store.paths import StoreError
-from toolkit.tables import DATASET_TABLES, FILLED, SCORE_TABLES, STORED, constant
+from toolkit.tables import DATASET_TABLES, FILLED, LABEL_TABLES, SCORE_TABLES, STORED, constant
 
 DATA_TABLES = ("answers", "judgments", "decisions")
 SCORES = tuple(SCORE_TABLES)  # a run's scores: rows of its one scores write (``live.scores_write``)
@@ -53,7 +53,7 @@ def empty(table: str, columns: list[str] | None = None) -> pa.Table:
 
 
 def partition_by(table: str) -> list[str] | None:
-    return [PART] if table in RUN_DATA or table in DATASET_TABLES else None
+    return [PART] if table in RUN_DATA or table in DATASET_TABLES or table in LABEL_TABLES else None
 
 
 def is_table(path: Path) -> bool:
