@@ -52,6 +52,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runs": ("toolkit.cli.runs:runs", "List, remove and rename the runs of the store."),
     "plan": ("toolkit.cli.plan:plan_cmd",
              "Plan the cheapest design (cases, answers per case, judge passes) that detects a difference."),
+    "review": ("toolkit.cli.review:review_cmd",
+               "Write an offline review page: reviewers label rubric items of blinded answers."),
+    "labels": ("toolkit.cli.labels:labels",
+               "List reviewers' labels, or import them (a review page's export, or a CSV/JSONL table)."),
     "report": ("toolkit.cli.report:report_cmd",
                "Write a comparison report: index.html (one self-contained file), report.md, figures/, tables/."),
 }
@@ -64,6 +68,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "Analyse": ("compare", "items", "harms", "agreement", "variance", "plan"),
     "Show": ("summary", "report", "sql", "db", "export"),
     "Manage": ("runs", "dataset", "audit"),
+    "Review": ("review", "labels"),
 }
 
 # The one example each command's --help ends with ("" is the top level; "runs rm" a subcommand). The
@@ -95,6 +100,10 @@ EXAMPLES: dict[str, str] = {
     "dataset info": "bedside dataset info --json",
     "dataset validate": "bedside dataset validate --dataset path/to/bedside-bench",
     "audit": "bedside audit out/gpt-x.jsonl --dataset path/to/bedside-bench",
+    "review": "bedside review --run sim/strong --run sim/weak --cases 5 --out review.html",
+    "labels": "bedside labels",
+    "labels list": "bedside labels list --format csv",
+    "labels import": "bedside labels import labels-r1234-ann.json",
 }
 
 

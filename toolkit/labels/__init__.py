@@ -1,0 +1,16 @@
+"""Human labels: the offline review page and the reviewers' labels it yields, kept beside the judges'.
+
+Public interface: ``write_review`` (``bedside review``: one self-contained HTML page, its unblinding key
+in the store's ``reviews`` table), ``import_labels`` (``bedside labels import``: a page's export or a
+CSV/JSONL table into ``human_labels``, one commit), ``read_labels`` (the stored labels), ``label_counts``
+(``bedside labels``), ``LabelsError`` and ``LABEL_VALUES``. Labels never change a judge's decisions.
+"""
+
+from __future__ import annotations
+
+from toolkit.labels.files import LABEL_VALUES, LabelsError
+from toolkit.labels.page import write_review
+from toolkit.labels.store_labels import ImportSummary, import_labels, label_counts, read_labels
+
+__all__ = ["ImportSummary", "LABEL_VALUES", "LabelsError", "import_labels", "label_counts", "read_labels",
+           "write_review"]
