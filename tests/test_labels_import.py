@@ -1,0 +1,238 @@
+"""``bedside labels import``: a review page's export or a CSV/JSONL table into ``human_labels``, checked
+against the store first, one commit; every malformed file is one line, exit 1 and the store unchanged."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import snapshot
+from tests.test_cli_process import bedside_process
+from toolkit.labels import import_labels, read_labels
+from toolkit.protocol import PROTOCOL_VERSION
+from toolkit.store import Store
+
+RUNS = ("hidden-alpha", "hidden-beta")
+MODELS = {"hidden-alpha": "model-alpha-secret", "hidden-beta": "model-beta-secret"}
+COLUMNS = ["review_id", "reviewer", "run_id", "case_id", "sample", "item_id", "label", "labelled_at"]
+
+
+def answers_store(root: Path, dataset, samples: int = 1, answer=None) -> Store:
+    """Two runs that answered every case of the sample (``samples`` times); no judge needed to review them.
+    The answers name neither run nor model (the blinding test looks for both in the page)."""
+    store = Store.open(root)
+    store.write_dataset(dataset)
+    for k, run_id in enumerate(RUNS):
+        store.write("runs", run_id, [{
+            "run_id": run_id, "answer_model": MODELS[run_id], "judge_model": "judge-x",
+            "protocol_version": PROTOCOL_VERSION, "dataset_sha256": dataset.sha256, "source": "collected",
+            "created_at": "2025-01-01T00:00:00Z", "settings": None}])
+        store.write("answers", run_id, [{
+            "run_id": run_id, "case_id": c, "sample": s, "attempt": 1, "seq": i * samples + s,
+            "answer_model": MODELS[run_id],
+            "answer": answer(k, i, s) if answer else f"Plan {k}.{i}.{s}: rest, fluids and review in two days.",
+            "started_at": "2025-01-01T00:00:00Z", "finished_at": "2025-01-01T00:01:00Z", "error": None}
+            for i, c in enumerate(dataset.cases["case_id"].to_list()) for s in range(samples)])
+    return store
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, sample_dataset) -> Path:
+    return answers_store(tmp_path_factory.mktemp("labels") / "store", sample_dataset, samples=2).root
+
+
+@pytest.fixture
+def two_runs(built: Path, tmp_path: Path) -> Store:
+    """A fresh copy of the module's store for each test (building one per test would cost more)."""
+    shutil.copytree(built, tmp_path / "store", symlinks=True)
+    return Store.open(tmp_path / "store")
+
+
+def _items(dataset) -> list[tuple[str, str]]:
+    """(case_id, item_id) of every rubric item of the sample."""
+    return list(dataset.rubric_items.select("case_id", "item_id").iter_rows())
+
+
+def _table_rows(dataset, n: int = 6) -> list[dict]:
+    items = _items(dataset)
+    out = []
+    for k, (case_id, item_id) in enumerate(items[:n]):
+        out.append({"reviewer": "dr-a" if k % 2 else "dr-b", "run_id": RUNS[k % 2], "case_id": case_id,
+                    "item_id": item_id, "label": ("met", "not_met", "unsure")[k % 3], "sample": str(k % 2)})
+    return out
+
+
+def _write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -> Path:
+    columns = columns or list(rows[0])
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _expected(rows: list[dict], review_id=None) -> list[tuple]:
+    return sorted((review_id, r["reviewer"], r["run_id"], r["case_id"], int(r.get("sample") or 0), r["item_id"],
+                   r["label"], r.get("labelled_at")) for r in rows)
+
+
+def _stored(store: Store) -> list[tuple]:
+    return sorted(read_labels(store).select(COLUMNS).iter_rows())
+
+
+def test_a_csv_table_is_stored_exactly_and_listed(two_runs: Store, tmp_path: Path, sample_dataset) -> None:
+    rows = _table_rows(sample_dataset)
+    path = _write_csv(tmp_path / "labels.csv", rows)
+    done = bedside_process(["labels", "import", str(path), "--store", str(two_runs.root)])
+    assert done.returncode == 0, done.stderr
+    assert "imported 6 labels" in done.stdout and "reviewers dr-a, dr-b" in done.stdout
+    assert _stored(two_runs) == _expected(rows)
+    assert read_labels(two_runs).columns == COLUMNS
+    assert read_labels(two_runs, [RUNS[0]])["run_id"].unique().to_list() == [RUNS[0]]
+    listed = bedside_process(["labels", "--store", str(two_runs.root), "--format", "json"])
+    assert listed.returncode == 0, listed.stderr
+    by = {(r["run_id"], r["reviewer"]): r for r in json.loads(listed.stdout)}
+    assert by[(RUNS[1], "dr-a")]["items"] == 3 and by[(RUNS[0], "dr-b")]["items"] == 3
+    assert sum(r["met"] + r["not_met"] + r["unsure"] for r in by.values()) == 6
+    assert sum(r["unsure"] for r in by.values()) == 2
+
+
+def test_a_jsonl_table_defaults_the_sample_and_a_second_import_adds_nothing(two_runs: Store, tmp_path: Path,
+                                                                            sample_dataset) -> None:
+    rows = [{k: v for k, v in r.items() if k != "sample"} for r in _table_rows(sample_dataset, 4)]
+    rows[0]["sample"] = 1
+    rows[1]["labelled_at"] = "2025-03-01T10:00:00Z"
+    path = _write_jsonl(tmp_path / "labels.jsonl", rows)
+    first = import_labels(two_runs, path)
+    assert (first.added, first.already) == (4, 0)
+    assert _stored(two_runs) == _expected(rows)
+    version = two_runs.version(), snapshot(two_runs.root / "human_labels")
+    again = bedside_process(["labels", "import", str(path), "--store", str(two_runs.root)])
+    assert again.returncode == 0, again.stderr
+    assert "imported 0 labels" in again.stdout and "4 already stored, skipped" in again.stdout
+    assert (two_runs.version(), snapshot(two_runs.root / "human_labels")) == version  # no commit at all
+
+
+def test_a_page_export_is_unblinded_through_the_stores_review(two_runs: Store, tmp_path: Path) -> None:
+    from toolkit.labels import write_review
+
+    review_id = write_review(two_runs, list(RUNS), 3, 7, tmp_path / "review.html")
+    key = two_runs.read("reviews", keys=[review_id]).sort("position")
+    items = two_runs.read("rubric_items")
+    labels, want = [], []
+    for row in key.iter_rows(named=True):
+        item = items.filter(items["case_id"] == row["case_id"])["item_id"][0]
+        labels.append({"blind_id": row["blind_id"], "item_id": item, "label": "met", "labelled_at": None})
+        want.append((review_id, "dr-c", row["run_id"], row["case_id"], row["sample"], item, "met", None))
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps({"format": "bedside-review-labels 1", "review_id": review_id, "reviewer": "dr-c",
+                                "exported_at": "2025-01-01T00:00:00Z", "labels": labels}), encoding="utf-8")
+    done = import_labels(two_runs, path)
+    assert done.added == len(labels) == 6 and done.review_id == review_id
+    assert _stored(two_runs) == sorted(want)
+
+
+# name -> (file name, content builder(dataset, store, tmp_path) -> text, the one line's telling part)
+def _bad_table(change):
+    def build(dataset, store, tmp_path):
+        rows = _table_rows(dataset, 3)
+        change(rows, dataset)
+        return "labels.jsonl", "".join(json.dumps(r) + "\n" for r in rows)
+    return build
+
+
+def _export(change):
+    def build(dataset, store, tmp_path):
+        from toolkit.labels import write_review
+
+        review_id = write_review(store, list(RUNS), 2, 1, tmp_path / "review.html")
+        row = store.read("reviews", keys=[review_id]).row(0, named=True)
+        items = store.read("rubric_items")
+        item = items.filter(items["case_id"] == row["case_id"])["item_id"][0]
+        body = {"format": "bedside-review-labels 1", "review_id": review_id, "reviewer": "dr-d",
+                "labels": [{"blind_id": row["blind_id"], "item_id": item, "label": "met", "labelled_at": None}]}
+        change(body, items.filter(items["case_id"] != row["case_id"])["item_id"][0])
+        return "export.json", json.dumps(body)
+    return build
+
+
+def _set(key, value):
+    return lambda rows, dataset: rows[1].__setitem__(key, value)
+
+
+def _other_case_item(rows, dataset):
+    rows[1]["item_id"] = next(i for c, i in _items(dataset) if c != rows[1]["case_id"])
+
+
+MALFORMED = {
+    "unknown run": (_bad_table(_set("run_id", "no-such-run")), "line 2: run 'no-such-run' is not in the store"),
+    "unknown case": (_bad_table(_set("case_id", "no-such-case")), "line 2: case 'no-such-case' is not a case of run"),
+    "unknown item": (_bad_table(_set("item_id", "no-such-item")), "line 2: item 'no-such-item' is not a rubric item"),
+    "item of another case": (_bad_table(_other_case_item), "line 2: item "),
+    "no such answer sample": (_bad_table(_set("sample", 5)), "line 2: run 'hidden-beta' has no answer to case"),
+    "wrong label": (_bad_table(_set("label", "yes")), "line 2: label: 'yes' is not one of met, not_met, unsure"),
+    "sample not a number": (_bad_table(_set("sample", 1.5)), "line 2: sample: 1.5 is not a whole number >= 0"),
+    "sample a boolean": (_bad_table(_set("sample", True)), "line 2: sample: True is not a whole number >= 0"),
+    "reviewer not text": (_bad_table(_set("reviewer", 7)), "line 2: reviewer: must be text (got 7)"),
+    "unknown column": (_bad_table(_set("model", "x")), "line 2: unknown column 'model'"),
+    "duplicate in file": (_bad_table(lambda rows, d: rows.append(dict(rows[0]))),
+                          "line 4: reviewer 'dr-b' labels run 'hidden-alpha' case"),
+    "not json": (lambda d, s, t: ("labels.jsonl", '{"reviewer": "dr-a",\n'), "labels.jsonl: line 1 column"),
+    "another store's review": (_export(lambda body, other: body.__setitem__("review_id", "r0000000000000000")),
+                               "review 'r0000000000000000' is not a review of the store"),
+    "blind id not in the review": (_export(lambda body, other: body["labels"][0].__setitem__("blind_id", "a0")),
+                                   "labels[0]: blind_id 'a0' is not an answer of review"),
+    "export item of another case": (_export(lambda body, other: body["labels"][0].__setitem__("item_id", other)),
+                                    "labels[0]: item "),
+    "export without labels": (_export(lambda body, other: body.__setitem__("labels", [])), "holds no labels"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_a_malformed_file_is_one_line_and_leaves_the_store_unchanged(name: str, two_runs: Store, tmp_path: Path,
+                                                                     sample_dataset) -> None:
+    build, expected = MALFORMED[name]
+    file_name, text = build(sample_dataset, two_runs, tmp_path)
+    path = tmp_path / file_name
+    path.write_text(text, encoding="utf-8")
+    before = snapshot(two_runs.root)
+    done = bedside_process(["labels", "import", str(path), "--store", str(two_runs.root)])
+    assert done.returncode == 1, done.stdout
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bedside: error: ") and expected in lines[0], lines
+    assert snapshot(two_runs.root) == before
+    assert read_labels(two_runs).height == 0
+
+
+def test_a_label_the_store_holds_with_another_value_is_refused(two_runs: Store, tmp_path: Path,
+                                                               sample_dataset) -> None:
+    rows = _table_rows(sample_dataset, 3)
+    import_labels(two_runs, _write_csv(tmp_path / "first.csv", rows))
+    rows[2]["label"] = "met" if rows[2]["label"] != "met" else "not_met"
+    before = snapshot(two_runs.root)
+    done = bedside_process(["labels", "import", str(_write_csv(tmp_path / "second.csv", rows)),
+                            "--store", str(two_runs.root)])
+    assert done.returncode == 1
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "line 4: reviewer 'dr-b' already labelled run 'hidden-alpha'" in lines[0], lines
+    assert snapshot(two_runs.root) == before
+
+
+def test_a_csv_missing_a_column_is_refused_at_its_header(two_runs: Store, tmp_path: Path, sample_dataset) -> None:
+    path = _write_csv(tmp_path / "labels.csv", _table_rows(sample_dataset, 2), ["reviewer", "run_id", "case_id",
+                                                                                 "item_id"])
+    before = snapshot(two_runs.root)
+    done = bedside_process(["labels", "import", str(path), "--store", str(two_runs.root)])
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [f"bedside: error: {path}: line 1: missing column 'label' (columns: reviewer, "
+                                        "run_id, case_id, item_id, label; optional: sample, labelled_at)"]
+    assert snapshot(two_runs.root) == before
