@@ -104,6 +104,21 @@ def test_a_csv_table_is_stored_exactly_and_listed(two_runs: Store, tmp_path: Pat
     assert by[(RUNS[1], "dr-a")]["items"] == 3 and by[(RUNS[0], "dr-b")]["items"] == 3
     assert sum(r["met"] + r["not_met"] + r["unsure"] for r in by.values()) == 6
     assert sum(r["unsure"] for r in by.values()) == 2
+    from toolkit.sql import connect  # SQL sees the same rows
+
+    assert sorted(connect(two_runs, derived=()).execute(f"SELECT {', '.join(COLUMNS)} FROM human_labels")
+                  .fetchall()) == _expected(rows)
+
+
+def test_dropping_a_runs_labels_removes_its_labels_and_review_rows_only(two_runs: Store, tmp_path: Path,
+                                                                        sample_dataset) -> None:
+    from toolkit.labels import write_review
+
+    import_labels(two_runs, _write_csv(tmp_path / "labels.csv", _table_rows(sample_dataset)))
+    review_id = write_review(two_runs, list(RUNS), 2, 1, tmp_path / "review.html")
+    two_runs.drop_labels([RUNS[0]])
+    assert set(read_labels(two_runs)["run_id"]) == {RUNS[1]} and read_labels(two_runs).height == 3
+    assert set(two_runs.read("reviews", keys=[review_id])["run_id"]) == {RUNS[1]}
 
 
 def test_a_jsonl_table_defaults_the_sample_and_a_second_import_adds_nothing(two_runs: Store, tmp_path: Path,
@@ -236,3 +251,23 @@ def test_a_csv_missing_a_column_is_refused_at_its_header(two_runs: Store, tmp_pa
     assert done.stderr.splitlines() == [f"bedside: error: {path}: line 1: missing column 'label' (columns: reviewer, "
                                         "run_id, case_id, item_id, label; optional: sample, labelled_at)"]
     assert snapshot(two_runs.root) == before
+
+
+def test_the_demo_physician_labels_six_cases_of_each_run_with_the_simulators_truth(demo_store: Path) -> None:
+    import polars as pl
+
+    from toolkit.collect.demo import DEMO_MODELS, DEMO_PHYSICIAN
+
+    store = Store.open(demo_store)
+    labels = read_labels(store)
+    assert set(labels["reviewer"]) == {DEMO_PHYSICIAN} and set(labels["label"]) == {"met", "not_met"}
+    per_run = labels.group_by("run_id").agg(pl.col("case_id").n_unique().alias("cases"),
+                                            pl.struct("case_id", "sample").n_unique().alias("answers"))
+    assert sorted(per_run.rows()) == sorted((r, 6, 18) for r in DEMO_MODELS)
+    assert labels.group_by("case_id").agg(pl.col("run_id").n_unique())["run_id"].to_list() == [4] * 6  # paired
+    decisions = store.read("decisions", list(DEMO_MODELS))
+    joined = labels.join(decisions, on=["run_id", "case_id", "sample", "item_id"])
+    agree = joined.group_by("judge_model").agg(((pl.col("label") == "met") == pl.col("matched")).mean().alias("a"))
+    agree = dict(agree.rows())
+    assert agree["sim/judge"] == 1.0  # the primary judge reads by the rule the physician's truth comes from
+    assert 0.8 < agree["sim/judge-noisy"] < 0.97  # its misreadings and slips: the error the labels measure

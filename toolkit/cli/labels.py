@@ -59,6 +59,8 @@ def import_cmd(ctx: click.Context, file: str, store_dir: str | None) -> None:
     already holds with the same value is skipped, so importing an export again adds only what is new; a
     different value from the same reviewer is refused.
     """
+    from toolkit.sql import follow_commits
+    follow_commits()  # registered `bedside db` files show the new labels
     from toolkit.labels import import_labels
 
     store = open_store(store_dir if store_dir is not None else (ctx.obj or {}).get("store_dir"))

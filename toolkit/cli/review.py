@@ -28,6 +28,8 @@ def review_cmd(run_ids: tuple[str, ...], cases: int, seed: int, out: str, instru
     or unsure, with the keyboard. The work is kept in the reviewer's browser; they export it as a JSON file
     for `bedside labels import`. Which run wrote each answer stays in the store (table reviews).
     """
+    from toolkit.sql import follow_commits
+    follow_commits()  # registered `bedside db` files show the new review's rows
     from toolkit.labels import write_review
 
     store = open_store(store_dir)

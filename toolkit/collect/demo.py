@@ -7,6 +7,12 @@ A second simulated judge (``sim/judge-noisy``, two passes) grades the same answe
 judge`` would, so judge agreement and judge noise have something to show; the primary judge stays
 ``sim/judge``, so scores and leaderboard come from it alone.
 
+A simulated physician (``sim/physician``) then labels every rubric item of every answer of six of the ten
+cases of each run with the simulator's ground truth (what the answer states, read by the rule its answers
+are written to: ``toolkit.sim.models.answer_states``), through the same checks as ``bedside labels
+import``. The primary judge reads by that same rule, so it agrees with the physician; the noisy judge's
+misreadings and slips are the judge error its labels measure (``--judge sim/judge-noisy``).
+
 Everything runs in this process against the simulated provider on a free loopback port, through
 the same collector a real run uses, into the default store (or ``store_dir``). The demo replaces
 only runs it collected itself (marked in their settings); a run of the same id from anywhere else
@@ -16,6 +22,7 @@ is refused unless ``replace=True``, and nothing else in the store is touched.
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,11 +34,13 @@ from toolkit.collect.progress import ViewFactory
 from toolkit.collect.runner import CollectJob, RunReport, collect
 from toolkit.collect.settings import DEFAULT_CONCURRENCY, CollectSettings, Endpoint
 from toolkit.sim import SimConfig, SimServer
+from toolkit.sim.models import answer_states
 from toolkit.dataset import load_dataset
+from toolkit.labels import ImportSummary, add_labels
 from toolkit.store import Store, StoreError, default_store_path
 from toolkit.store.runs_ops import delete_run
 from toolkit.summary import summarize
-from toolkit.tables import TABLES
+from toolkit.tables import LABEL_TABLES, TABLES
 
 DEMO_MODELS = ("sim/strong", "sim/medium", "sim/weak", "sim/skill-0.45")
 DEMO_JUDGE = "sim/judge"
@@ -42,7 +51,10 @@ DEMO_SECOND_PASSES = (1, 2)
 DEMO_ANSWER_SAMPLES = 3
 DEMO_ANSWER_SPREAD = 0.3
 DEMO_MARK = "bedside demo"  # settings["collected_by"] of the runs the demo wrote
-_STORE_ENTRIES = {*TABLES, "journal", ".locks"}
+_STORE_ENTRIES = {*TABLES, *LABEL_TABLES, "journal", ".locks"}
+DEMO_PHYSICIAN = "sim/physician"
+DEMO_LABELLED_CASES = 6  # of the sample's ten: most cases labelled, a few left to the judge alone
+DEMO_LABEL_SEED = 20
 
 
 def open_demo_store(root: Path) -> Store:
@@ -101,6 +113,7 @@ def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENC
         delete_run(store, run_id)
     if earlier and say is not None:
         say(f"replaced the demo's earlier runs {', '.join(earlier)} in {store.root} (nothing else was touched)")
+    store.drop_labels(list(DEMO_MODELS))  # labels of earlier runs of these ids were about other answers
     store.write_dataset(dataset)
     cases = tuple(case_to_judge(c) for c in dataset.raw_cases)
 
@@ -123,7 +136,34 @@ def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENC
                                prepare=note_judge)
     if any(r.interrupted for r in reports):
         return store, reports, None
+    labelled = physician_labels(store, list(DEMO_MODELS))
+    if say is not None:
+        say(f"physician: {DEMO_PHYSICIAN} labelled {labelled.added} rubric items ({DEMO_LABELLED_CASES} cases of "
+            "each run, every answer) with the simulator's ground truth: `bedside labels`")
     return store, reports, leaderboard(store, list(DEMO_MODELS))
+
+
+def physician_labels(store: Store, run_ids: list[str], cases: int = DEMO_LABELLED_CASES,
+                     seed: int = DEMO_LABEL_SEED) -> ImportSummary:
+    """The simulated physician's labels: each rubric item of each answer (the latest successful attempt of
+    every sample) of ``cases`` cases drawn by ``seed`` (the same cases for every run), met when the answer
+    states it, by the rule the simulated answers are written to."""
+    answers = store.read("answers", run_ids, columns=["run_id", "case_id", "sample", "attempt", "answer", "error"])
+    answers = answers.filter(pl.col("error").is_null() & pl.col("answer").is_not_null()).sort("attempt") \
+        .unique(["run_id", "case_id", "sample"], keep="last").sort("run_id", "case_id", "sample")
+    digests = store.read("runs", run_ids, columns=["dataset_sha256"])["dataset_sha256"].unique().to_list()
+    case_rows = store.read("cases", keys=digests, columns=["case_id", "position"]).sort("position")
+    chosen = set(random.Random(seed).sample(case_rows["case_id"].to_list(), min(cases, case_rows.height)))
+    items = store.read("rubric_items", keys=digests, columns=["case_id", "item_id", "text"])
+    rubric: dict[str, list[tuple[str, str]]] = {}
+    for case_id, item_id, text in items.iter_rows():
+        rubric.setdefault(case_id, []).append((item_id, text))
+    rows = [{"where": f"{DEMO_PHYSICIAN}: run {a['run_id']!r} case {a['case_id']!r}", "reviewer": DEMO_PHYSICIAN,
+             "run_id": a["run_id"], "case_id": a["case_id"], "sample": a["sample"], "item_id": item_id,
+             "label": "met" if answer_states(a["answer"], text) else "not_met", "labelled_at": None}
+            for a in answers.iter_rows(named=True) if a["case_id"] in chosen
+            for item_id, text in rubric.get(a["case_id"], [])]
+    return add_labels(store, rows, f"the demo's {DEMO_PHYSICIAN}")
 
 
 def note_judge(store: Store, job: CollectJob) -> None:

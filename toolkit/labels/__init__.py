@@ -2,7 +2,8 @@
 
 Public interface: ``write_review`` (``bedside review``: one self-contained HTML page, its unblinding key
 in the store's ``reviews`` table), ``import_labels`` (``bedside labels import``: a page's export or a
-CSV/JSONL table into ``human_labels``, one commit), ``read_labels`` (the stored labels), ``label_counts``
+CSV/JSONL table into ``human_labels``, one commit), ``add_labels`` (rows a program made, such as the demo's
+simulated physician, through the same checks), ``read_labels`` (the stored labels), ``label_counts``
 (``bedside labels``), ``LabelsError`` and ``LABEL_VALUES``. Labels never change a judge's decisions.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from toolkit.labels.files import LABEL_VALUES, LabelsError
 from toolkit.labels.page import write_review
-from toolkit.labels.store_labels import ImportSummary, import_labels, label_counts, read_labels
+from toolkit.labels.store_labels import ImportSummary, add_labels, import_labels, label_counts, read_labels
 
-__all__ = ["ImportSummary", "LABEL_VALUES", "LabelsError", "import_labels", "label_counts", "read_labels",
-           "write_review"]
+__all__ = ["ImportSummary", "LABEL_VALUES", "LabelsError", "add_labels", "import_labels", "label_counts",
+           "read_labels", "write_review"]

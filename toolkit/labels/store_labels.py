@@ -115,6 +115,14 @@ def import_labels(store: Store, path: str | Path) -> ImportSummary:
     parsed = parse_file(path)
     problems: list[str] = []
     rows = _unblind(store, parsed, problems) if parsed.review_id is not None else parsed.rows
+    return add_labels(store, rows, parsed.file, parsed.review_id, problems)
+
+
+def add_labels(store: Store, rows: list[dict], source: str, review_id: str | None = None,
+               problems: list[str] | None = None) -> ImportSummary:
+    """Labels given as rows (the ``human_labels`` columns and ``where``, the row's place for a problem
+    line) checked and added as ``import_labels`` does: the one path every label takes into the store."""
+    problems = [] if problems is None else problems
     rows = _check(store, rows, problems)
     first: dict[tuple, str] = {}
     for row in rows:
@@ -138,10 +146,10 @@ def import_labels(store: Store, path: str | Path) -> ImportSummary:
     def still_new() -> None:  # under the store's lock: no other import added them meanwhile
         now = _stored(store, run_ids)
         if any(_key(r) in now for r in new):
-            raise StoreError(f"{parsed.file}: another import added some of these labels meanwhile; import again")
+            raise StoreError(f"{source}: another import added some of these labels meanwhile; import again")
 
     store.append_rows("human_labels", new, [r["run_id"] for r in new], check=still_new)
-    return ImportSummary(parsed.file, parsed.review_id, len(new), len(rows) - len(new),
+    return ImportSummary(source, review_id, len(new), len(rows) - len(new),
                          tuple(sorted({r["reviewer"] for r in rows})), tuple(run_ids))
 
 
