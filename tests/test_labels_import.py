@@ -125,10 +125,13 @@ def test_a_jsonl_table_defaults_the_sample_and_a_second_import_adds_nothing(two_
                                                                             sample_dataset) -> None:
     rows = [{k: v for k, v in r.items() if k != "sample"} for r in _table_rows(sample_dataset, 4)]
     rows[0]["sample"] = 1
-    rows[1]["labelled_at"] = "2025-03-01T10:00:00Z"
+    rows[1]["labelled_at"] = "2025-03-01T11:00:00+01:00"
+    rows[2]["reviewer"] = f" {rows[2]['reviewer']} "  # a spreadsheet's stray spaces: the same reviewer
     path = _write_jsonl(tmp_path / "labels.jsonl", rows)
     first = import_labels(two_runs, path)
     assert (first.added, first.already) == (4, 0)
+    rows[1]["labelled_at"] = "2025-03-01T10:00:00+00:00"  # stored in UTC
+    rows[2]["reviewer"] = rows[2]["reviewer"].strip()
     assert _stored(two_runs) == _expected(rows)
     version = two_runs.version(), snapshot(two_runs.root / "human_labels")
     again = bedside_process(["labels", "import", str(path), "--store", str(two_runs.root)])
@@ -198,6 +201,8 @@ MALFORMED = {
     "sample not a number": (_bad_table(_set("sample", 1.5)), "line 2: sample: 1.5 is not a whole number >= 0"),
     "sample a boolean": (_bad_table(_set("sample", True)), "line 2: sample: True is not a whole number >= 0"),
     "reviewer not text": (_bad_table(_set("reviewer", 7)), "line 2: reviewer: must be text (got 7)"),
+    "time without offset": (_bad_table(_set("labelled_at", "2025-03-01T10:00:00")),
+                            "line 2: labelled_at: '2025-03-01T10:00:00' is not an ISO-8601 time with its UTC offset"),
     "unknown column": (_bad_table(_set("model", "x")), "line 2: unknown column 'model'"),
     "duplicate in file": (_bad_table(lambda rows, d: rows.append(dict(rows[0]))),
                           "line 4: reviewer 'dr-b' labels run 'hidden-alpha' case"),

@@ -7,6 +7,7 @@ file and the row; whether its runs, cases and items exist is ``toolkit.labels.st
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,27 @@ def _text(value: object, where: str, column: str, problems: list[str], optional:
     return value
 
 
+def _time(value: object, where: str, problems: list[str]) -> str | None:
+    """An optional ISO-8601 time with its UTC offset, as UTC text (the store's times are all UTC)."""
+    text = _text(value, where, "labelled_at", problems, optional=True)
+    if text is None:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        problems.append(f"{where}: labelled_at: {shorten(repr(text), 60)} is not an ISO-8601 time with its UTC "
+                        "offset (e.g. 2025-03-01T10:00:00Z)")
+        return None
+    return moment.astimezone(dt.timezone.utc).isoformat()
+
+
+def _reviewer(value: object, where: str, problems: list[str]) -> str | None:
+    text = _text(value, where, "reviewer", problems)
+    return None if text is None else text.strip()  # "Dr A " and "Dr A" are one reviewer
+
+
 def _label(value: object, where: str, problems: list[str]) -> str | None:
     if value not in LABEL_VALUES:
         problems.append(f"{where}: label: {shorten(repr(value), 40)} is not one of {', '.join(LABEL_VALUES)}")
@@ -96,9 +118,10 @@ def _page(name: str, text: str) -> Parsed:
     problems: list[str] = []
     extra = sorted(set(value) - PAGE_KEYS)
     if extra:
-        problems.append(f"{name}: unknown key {shorten(extra[0], 60)!r} (an export holds {', '.join(sorted(PAGE_KEYS))})")
+        problems.append(f"{name}: unknown key {shorten(extra[0], 60)!r} (an export holds "
+                        f"{', '.join(sorted(PAGE_KEYS))})")
     review_id = _text(value.get("review_id"), name, "review_id", problems)
-    reviewer = _text(value.get("reviewer"), name, "reviewer", problems)
+    reviewer = _reviewer(value.get("reviewer"), name, problems)
     labels = value.get("labels")
     if not isinstance(labels, list):
         problems.append(f"{name}: labels: must be a list")
@@ -117,7 +140,7 @@ def _page(name: str, text: str) -> Parsed:
                "blind_id": _text(entry.get("blind_id"), where, "blind_id", problems),
                "item_id": _text(entry.get("item_id"), where, "item_id", problems),
                "label": _label(entry.get("label"), where, problems),
-               "labelled_at": _text(entry.get("labelled_at"), where, "labelled_at", problems, optional=True)}
+               "labelled_at": _time(entry.get("labelled_at"), where, problems)}
         parsed.rows.append(row)
     if problems:
         raise LabelsError(problems)
@@ -139,13 +162,13 @@ def _table_row(record: dict, where: str, problems: list[str]) -> dict | None:
     if wrong is not None:
         problems.append(wrong)
         return None
-    return {"where": where, "reviewer": _text(record["reviewer"], where, "reviewer", problems),
+    return {"where": where, "reviewer": _reviewer(record["reviewer"], where, problems),
             "run_id": _text(record["run_id"], where, "run_id", problems),
             "case_id": _text(record["case_id"], where, "case_id", problems),
             "sample": _sample(record.get("sample"), where, problems),
             "item_id": _text(record["item_id"], where, "item_id", problems),
             "label": _label(record["label"], where, problems),
-            "labelled_at": _text(record.get("labelled_at") or None, where, "labelled_at", problems, optional=True)}
+            "labelled_at": _time(record.get("labelled_at") or None, where, problems)}
 
 
 def _csv(name: str, text: str) -> Parsed:

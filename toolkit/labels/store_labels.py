@@ -65,16 +65,15 @@ def _check(store: Store, rows: list[dict], problems: list[str]) -> list[dict]:
         if store.has_run(canon):
             runs[run_id] = canon
     found = list(dict.fromkeys(runs.values()))
-    run_rows = store.read("runs", found, columns=["run_id", "dataset_sha256"]) if found else None
-    digest = {} if run_rows is None else dict(zip(run_rows["run_id"], run_rows["dataset_sha256"]))
-    items = store.read("rubric_items", keys=sorted(set(digest.values())), columns=["dataset_sha256", "case_id", "item_id"]) \
-        if digest else pl.DataFrame()
-    cases = set(zip(items["dataset_sha256"], items["case_id"])) if items.height else set()
-    of_case = dict(zip(zip(items["dataset_sha256"], items["item_id"]), items["case_id"])) if items.height else {}
-    answers = store.read("answers", found, columns=["run_id", "case_id", "sample", "answer", "error"]) if found \
-        else pl.DataFrame(schema={"run_id": pl.String, "case_id": pl.String, "sample": pl.Int32})
-    answered = set(answers.filter(pl.col("error").is_null() & pl.col("answer").is_not_null()) .select(
-        "run_id", "case_id", "sample").iter_rows()) if found else set()
+    run_rows = store.read("runs", found, columns=["run_id", "dataset_sha256"])
+    digest = dict(zip(run_rows["run_id"], run_rows["dataset_sha256"]))
+    items = store.read("rubric_items", keys=sorted(set(digest.values())),
+                       columns=["dataset_sha256", "case_id", "item_id"])
+    cases = set(zip(items["dataset_sha256"], items["case_id"]))
+    of_case = dict(zip(zip(items["dataset_sha256"], items["item_id"]), items["case_id"]))
+    answers = store.read("answers", found, columns=["run_id", "case_id", "sample", "answer", "error"])
+    answered = set(answers.filter(pl.col("error").is_null() & pl.col("answer").is_not_null())
+                   .select("run_id", "case_id", "sample").iter_rows())
     out = []
     for row in rows:
         where, run_id = row["where"], runs.get(row["run_id"])
