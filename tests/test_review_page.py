@@ -15,7 +15,7 @@ from tests.report_browser import CHROMIUM, CHROMIUM_ARGS, INSTALL_HINT
 from tests.test_cli_process import bedside_process
 from tests.test_labels_import import MODELS, RUNS, answers_store
 from toolkit.labels import read_labels
-from toolkit.labels.page import script_json
+from toolkit.labels._page import script_json
 from toolkit.store import Store
 
 KEYS = ("1", "n", "u", "m", "2", "3")  # met, not_met, unsure, met, not_met, unsure

@@ -9,9 +9,9 @@ simulated physician, through the same checks), ``read_labels`` (the stored label
 
 from __future__ import annotations
 
-from toolkit.labels.files import LABEL_VALUES, LabelsError
-from toolkit.labels.page import write_review
-from toolkit.labels.store_labels import ImportSummary, add_labels, import_labels, label_counts, read_labels
+from toolkit.labels._files import LABEL_VALUES, LabelsError
+from toolkit.labels._page import write_review
+from toolkit.labels._store import ImportSummary, add_labels, import_labels, label_counts, read_labels
 
 __all__ = ["ImportSummary", "LABEL_VALUES", "LabelsError", "add_labels", "import_labels", "label_counts",
            "read_labels", "write_review"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
-from toolkit.labels.files import LabelsError, Parsed, parse_file
+from toolkit.labels._files import LabelsError, Parsed, parse_file
 from toolkit.store import Store, StoreError
 from toolkit.tables import LABEL_TABLES
 
@@ -109,7 +109,7 @@ def _stored(store: Store, run_ids: list[str]) -> dict[tuple, str]:
 
 
 def import_labels(store: Store, path: str | Path) -> ImportSummary:
-    """Check a labels file (``toolkit.labels.files``) against the store and add its new labels in ONE
+    """Check a labels file (``toolkit.labels._files``) against the store and add its new labels in ONE
     commit; LabelsError listing every problem (one line each), and then the store is unchanged."""
     parsed = parse_file(path)
     problems: list[str] = []

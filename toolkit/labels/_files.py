@@ -1,7 +1,7 @@
 """Reading a labels file: a review page's JSON export, or a CSV / JSONL table made elsewhere.
 
 Only the file's own shape is checked here (columns, types, label values), each problem one line naming the
-file and the row; whether its runs, cases and items exist is ``toolkit.labels.store_labels``' business.
+file and the row; whether its runs, cases and items exist is ``toolkit.labels._store``' business.
 """
 
 from __future__ import annotations
