@@ -86,7 +86,15 @@ def _expected(rows: list[dict], review_id=None) -> list[tuple]:
 
 
 def _stored(store: Store) -> list[tuple]:
-    return sorted(read_labels(store).select(COLUMNS).iter_rows())
+    """The stored labels without their answer's hash, after checking it is the hash of the answer labelled."""
+    import hashlib
+
+    labels = read_labels(store)
+    answers = store.read("answers", columns=["run_id", "case_id", "sample", "answer"])
+    text = {(r, c, s): a for r, c, s, a in answers.iter_rows()}
+    for run_id, case_id, sample, digest in labels.select("run_id", "case_id", "sample", "answer_sha256").iter_rows():
+        assert digest == hashlib.sha256(text[run_id, case_id, sample].encode()).hexdigest()
+    return sorted(labels.select(COLUMNS).iter_rows())
 
 
 def test_a_csv_table_is_stored_exactly_and_listed(two_runs: Store, tmp_path: Path, sample_dataset) -> None:
@@ -96,7 +104,7 @@ def test_a_csv_table_is_stored_exactly_and_listed(two_runs: Store, tmp_path: Pat
     assert done.returncode == 0, done.stderr
     assert "imported 6 labels" in done.stdout and "reviewers dr-a, dr-b" in done.stdout
     assert _stored(two_runs) == _expected(rows)
-    assert read_labels(two_runs).columns == COLUMNS
+    assert read_labels(two_runs).columns == COLUMNS[:5] + ["answer_sha256"] + COLUMNS[5:]
     assert read_labels(two_runs, [RUNS[0]])["run_id"].unique().to_list() == [RUNS[0]]
     listed = bedside_process(["labels", "--store", str(two_runs.root), "--format", "json"])
     assert listed.returncode == 0, listed.stderr
@@ -276,3 +284,34 @@ def test_the_demo_physician_labels_six_cases_of_each_run_with_the_simulators_tru
     agree = dict(agree.rows())
     assert agree["sim/judge"] == 1.0  # the primary judge reads by the rule the physician's truth comes from
     assert 0.8 < agree["sim/judge-noisy"] < 0.97  # its misreadings and slips: the error the labels measure
+
+
+def test_labels_are_about_an_answer_and_lapse_when_the_run_is_collected_again(two_runs: Store, tmp_path: Path,
+                                                                              sample_dataset) -> None:
+    """A run removed and collected again under its id has other answers: labels of the old ones must not
+    count for the new ones, and a page written before cannot unblind onto them."""
+    from toolkit.labels import LabelsError, write_review
+    from toolkit.store.runs_ops import delete_run
+
+    review_id = write_review(two_runs, list(RUNS), 2, 3, tmp_path / "review.html")
+    import_labels(two_runs, _write_csv(tmp_path / "labels.csv", _table_rows(sample_dataset, 6)))
+    labels = read_labels(two_runs)
+    kept = labels.filter(labels["run_id"] == RUNS[1])
+    assert 0 < kept.height < labels.height
+    delete_run(two_runs, RUNS[0])
+    again = answers_store(tmp_path / "again", sample_dataset, samples=2, answer=lambda k, i, s: f"Other {k}.{i}.{s}")
+    two_runs.write("runs", RUNS[0], again.read("runs", [RUNS[0]]).to_dicts())
+    two_runs.write("answers", RUNS[0], again.read("answers", [RUNS[0]]).to_arrow())
+    assert read_labels(two_runs).select(COLUMNS).equals(kept.select(COLUMNS))
+    key = two_runs.read("reviews", keys=[review_id])
+    blind = key.filter(key["run_id"] == RUNS[0])["blind_id"][0]
+    case = key.filter(key["blind_id"] == blind)["case_id"][0]
+    items = two_runs.read("rubric_items")
+    item = items.filter(items["case_id"] == case)["item_id"][0]
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps({"format": "bedside-review-labels 1", "review_id": review_id, "reviewer": "dr-c",
+                                "exported_at": "2025-01-01T00:00:00Z",
+                                "labels": [{"blind_id": blind, "item_id": item, "label": "met",
+                                            "labelled_at": None}]}), encoding="utf-8")
+    with pytest.raises(LabelsError, match="changed since the review page"):
+        import_labels(two_runs, path)

@@ -185,19 +185,24 @@ REVIEWS = Table(
         _c("position", I32, "0-based order of the answer in the page.", False),
         _c("blind_id", UTF8, "Random opaque id of the answer: the only one the page holds.", False),
         RUN_ID, CASE_ID, SAMPLE,
+        _c("answer_sha256", UTF8, "SHA-256 of the answer text shown: labels made in the page count for this "
+           "answer only.", False),
     ),
 )
 
 HUMAN_LABELS = Table(
     "human_labels", "label of one reviewer on one rubric item of one answer",
-    ("reviewer", "run_id", "case_id", "sample", "item_id"), "run_id",
+    ("reviewer", "run_id", "case_id", "sample", "answer_sha256", "item_id"), "run_id",
     "Reviewers' (physicians') labels, imported by `bedside labels import` from a review page's export or a "
     "CSV/JSONL table. Several reviewers may label an item; one reviewer labels it once. Judge decisions are "
-    "never changed by them.",
+    "never changed by them. A label is about one answer text: once the run holds another answer there (it was "
+    "collected again), the label no longer counts and readers leave it out.",
     (
         _c("review_id", UTF8, "The review page the label was made in (null: imported from a CSV/JSONL table)."),
         _c("reviewer", UTF8, "Who labelled, as they named themselves.", False),
         RUN_ID, CASE_ID, _c("sample", I32, "0-based answer sample labelled (0 when the table gave none).", False),
+        _c("answer_sha256", UTF8, "SHA-256 of the answer text labelled (the run's answer when it was imported).",
+           False),
         _c("item_id", UTF8, "Rubric item.", False),
         _c("label", UTF8, "met, not_met or unsure.", False),
         _c("labelled_at", UTF8, "ISO-8601 UTC time the label was made (null when unknown)."),

@@ -21,6 +21,7 @@ import polars as pl
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from toolkit.labels._store import current_answers
 from toolkit.selection import read_runs
 from toolkit.store import Store, StoreError
 
@@ -36,14 +37,12 @@ class Shown:
     case_id: str
     sample: int
     answer: str
+    answer_sha256: str
 
 
 def _answers(answers: pl.DataFrame) -> pl.DataFrame:
-    """Per run and case, the answer shown: the latest successful attempt of its lowest answered sample."""
-    done = answers.filter(pl.col("error").is_null() & pl.col("answer").is_not_null())
-    latest = done.sort("attempt").unique(["run_id", "case_id", "sample"], keep="last")
-    return latest.sort("sample").unique(["run_id", "case_id"], keep="first").select(
-        "run_id", "case_id", "sample", "answer")
+    """Per run and case, the answer shown: the current answer (``current_answers``) of its lowest sample."""
+    return current_answers(answers).sort("sample").unique(["run_id", "case_id"], keep="first")
 
 
 def choose(store: Store, run_ids: list[str], cases: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame, list[Shown]]:
@@ -74,7 +73,7 @@ def choose(store: Store, run_ids: list[str], cases: int, seed: int) -> tuple[pl.
     for case_id in picked:
         for run_id in rng.sample(run_ids, len(run_ids)):
             row = by_key[(run_id, case_id)]
-            out.append(Shown(_blind(used), run_id, case_id, row["sample"], row["answer"]))
+            out.append(Shown(_blind(used), run_id, case_id, row["sample"], row["answer"], row["answer_sha256"]))
     return case_rows, data.rubric_items, out
 
 
@@ -147,7 +146,8 @@ def write_review(store: Store, run_ids: list[str], cases: int, seed: int, out: s
     created_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     html = render_page(page_data(review_id, created_at, case_rows, items, shown, instructions))
     rows = [{"review_id": review_id, "created_at": created_at, "seed": seed, "position": i, "blind_id": s.blind_id,
-             "run_id": s.run_id, "case_id": s.case_id, "sample": s.sample} for i, s in enumerate(shown)]
+             "run_id": s.run_id, "case_id": s.case_id, "sample": s.sample, "answer_sha256": s.answer_sha256}
+            for i, s in enumerate(shown)]
     temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         temporary.write_text(html, encoding="utf-8")

@@ -8,6 +8,7 @@ or a later export of the same page, adds only what is new); a different value fo
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +32,31 @@ class ImportSummary:
     runs: tuple[str, ...]
 
 
-def read_labels(store: Store, run_ids: list[str] | None = None) -> pl.DataFrame:
-    """The stored labels (of ``run_ids``, or all), exactly the ``human_labels`` columns, in key order."""
+def current_answers(answers: pl.DataFrame) -> pl.DataFrame:
+    """Per run, case and sample, the answer a label is about: the latest successful attempt, with the SHA-256
+    of its text (run_id, case_id, sample, answer, answer_sha256)."""
+    done = answers.filter(pl.col("error").is_null() & pl.col("answer").is_not_null())
+    latest = done.sort("attempt").unique(["run_id", "case_id", "sample"], keep="last", maintain_order=True)
+    digests = [hashlib.sha256(text.encode("utf-8")).hexdigest() for text in latest["answer"].to_list()]
+    return latest.select("run_id", "case_id", "sample", "answer").with_columns(
+        pl.Series("answer_sha256", digests, dtype=pl.String))
+
+
+def _current(store: Store, run_ids: list[str]) -> pl.DataFrame:
+    answers = store.read("answers", run_ids, columns=["run_id", "case_id", "sample", "attempt", "answer", "error"])
+    return current_answers(answers).drop("answer")
+
+
+def read_labels(store: Store, run_ids: list[str] | None = None, lapsed: bool = False) -> pl.DataFrame:
+    """The labels (of ``run_ids``, or all) about the runs' current answers, exactly the ``human_labels``
+    columns, in key order; ``lapsed``: also those about answers the runs no longer hold."""
     keys = None if run_ids is None else [store.stored_id(r) for r in run_ids]
-    return store.read("human_labels", keys=keys).sort(KEY)
+    labels = store.read("human_labels", keys=keys).sort(KEY)
+    if lapsed or labels.height == 0:
+        return labels
+    current = _current(store, sorted(set(labels["run_id"].to_list()) & set(store.run_ids())))
+    return labels.join(current, on=["run_id", "case_id", "sample", "answer_sha256"], how="semi",
+                       maintain_order="left")
 
 
 def _unblind(store: Store, parsed: Parsed, problems: list[str]) -> list[dict]:
@@ -52,7 +74,7 @@ def _unblind(store: Store, parsed: Parsed, problems: list[str]) -> list[dict]:
                             f"{parsed.review_id!r}")
             continue
         out.append({**row, "review_id": parsed.review_id, "run_id": shown["run_id"], "case_id": shown["case_id"],
-                    "sample": shown["sample"]})
+                    "sample": shown["sample"], "shown_sha256": shown["answer_sha256"]})
     return out
 
 
@@ -71,9 +93,8 @@ def _check(store: Store, rows: list[dict], problems: list[str]) -> list[dict]:
                        columns=["dataset_sha256", "case_id", "item_id"])
     cases = set(zip(items["dataset_sha256"], items["case_id"]))
     of_case = dict(zip(zip(items["dataset_sha256"], items["item_id"]), items["case_id"]))
-    answers = store.read("answers", found, columns=["run_id", "case_id", "sample", "answer", "error"])
-    answered = set(answers.filter(pl.col("error").is_null() & pl.col("answer").is_not_null())
-                   .select("run_id", "case_id", "sample").iter_rows())
+    current = _current(store, found)
+    answered = dict(zip(current.select("run_id", "case_id", "sample").iter_rows(), current["answer_sha256"]))
     out = []
     for row in rows:
         where, run_id = row["where"], runs.get(row["run_id"])
@@ -92,10 +113,16 @@ def _check(store: Store, rows: list[dict], problems: list[str]) -> list[dict]:
             problems.append(f"{where}: item {row['item_id']!r} is not an item of case {row['case_id']!r} (it is "
                             f"case {owner!r}'s)")
             continue
-        if (run_id, row["case_id"], row["sample"]) not in answered:
+        answer_sha = answered.get((run_id, row["case_id"], row["sample"]))
+        if answer_sha is None:
             problems.append(f"{where}: run {run_id!r} has no answer to case {row['case_id']!r} sample {row['sample']}")
             continue
-        out.append({**row, "run_id": run_id})
+        if row.get("shown_sha256", answer_sha) != answer_sha:
+            problems.append(f"{where}: run {run_id!r} case {row['case_id']!r} sample {row['sample']}: the answer "
+                            "changed since the review page was written (the run was collected again); these labels "
+                            "are about the old answer")
+            continue
+        out.append({**row, "run_id": run_id, "answer_sha256": answer_sha})
     return out
 
 
