@@ -10,8 +10,10 @@ judge`` would, so judge agreement and judge noise have something to show; the pr
 A simulated physician (``sim/physician``) then labels every rubric item of every answer of six of the ten
 cases of each run with the simulator's ground truth (what the answer states, read by the rule its answers
 are written to: ``toolkit.sim.models.answer_states``), through the same checks as ``bedside labels
-import``. The primary judge reads by that same rule, so it agrees with the physician; the noisy judge's
-misreadings and slips are the judge error its labels measure (``--judge sim/judge-noisy``).
+import``. The primary judge reads by that same rule, so it agrees with the physician; the noisy judge
+carries a planted bias (it reads harms into a quarter of the answers that avoid them and misses a tenth of
+what answers state: ``toolkit.sim.models.misread_rate``) besides its slips, the judge error the labels
+measure (``bedside calibrate --all --judge sim/judge-noisy``).
 
 Everything runs in this process against the simulated provider on a free loopback port, through
 the same collector a real run uses, into the default store (or ``store_dir``). The demo replaces

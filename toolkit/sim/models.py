@@ -27,6 +27,10 @@ JUDGE_MODEL = "sim/judge"
 NOISY_JUDGE_MODEL = "sim/judge-noisy"
 NOISY_MISREAD = 0.08
 NOISY_SLIP = 0.03
+# Its planted bias, which physician labels (the simulator's truth) reveal: it reads harms into answers that do
+# not commit them (misread rate on negative items not met) and misses what answers do state (positive items met).
+NOISY_FALSE_HARM = 0.25
+NOISY_MISSED = 0.10
 _JUDGES = (JUDGE_MODEL, NOISY_JUDGE_MODEL)
 NAMED_SKILLS: Mapping[str, float] = {"sim/strong": 0.85, "sim/medium": 0.6, "sim/weak": 0.3}
 NOTEMP_SUFFIX = "-notemp"  # the model refuses any request that carries `temperature`
@@ -290,14 +294,24 @@ def judge_decisions(request: JudgeRequest) -> list[dict[str, Any]]:
             for item_id, _, text in request.items]
 
 
+def misread_rate(points: float, matched: bool) -> float:
+    """How often the noisy judge misreads an item, by the item's sign and whether the answer truly meets it."""
+    if points < 0 and not matched:
+        return NOISY_FALSE_HARM
+    if points > 0 and matched:
+        return NOISY_MISSED
+    return NOISY_MISREAD
+
+
 def noisy_decisions(request: JudgeRequest, seed: int, prompt: str, asked_before: int) -> list[dict[str, Any]]:
-    """The noisy judge: each rule-following decision flipped when misread (drawn per answer and item) or
-    slipped (drawn per call: ``asked_before`` is how often this exact request came before)."""
+    """The noisy judge: each rule-following decision flipped when misread (drawn per answer and item, at
+    ``misread_rate``) or slipped (drawn per call: ``asked_before`` is how often this exact request came
+    before)."""
     misread = request_rng(seed, NOISY_JUDGE_MODEL, prompt)
     slip = request_rng(seed, NOISY_JUDGE_MODEL, prompt, str(asked_before))
-    return [{"item_id": d["item_id"], "matched": d["matched"] ^ ((misread.random() < NOISY_MISREAD)
+    return [{"item_id": d["item_id"], "matched": d["matched"] ^ ((misread.random() < misread_rate(points, d["matched"]))
                                                                 ^ (slip.random() < NOISY_SLIP))}
-            for d in judge_decisions(request)]
+            for d, (_, points, _) in zip(judge_decisions(request), request.items)]
 
 
 def judge_reply(request: JudgeRequest | None, decisions: list[dict[str, Any]] | None = None) -> str:
