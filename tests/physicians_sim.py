@@ -102,7 +102,7 @@ class Simulated:
         return [str(i) for i in range(self.replicates)]
 
 
-def true_mean(items: pl.DataFrame, seed: int = 99, replicates: int = 400) -> float:
+def true_mean(items: pl.DataFrame, seed: int = 99, replicates: int = 200) -> float:
     """The macro mean of physician case scores over the case population (large Monte Carlo draw)."""
     truth, _ = draw(np.random.default_rng(seed), items, replicates)
     scores = case_scores(items, truth)

@@ -6,9 +6,11 @@
 * ``corrected``: each run's benchmark means by PPI++ (``physician_stats.ppi_mean``): Y is the physician case
   score (the protocol's score from the labels, averaged over the case's fully labelled answers), Yhat the
   judge's score of the same answers (primary judge, mean over its passes: the number every other table
-  shows), the unlabelled cases' judge scores borrow strength. ``overall`` is the mean of the benchmark
-  estimates, its variance the sum of theirs over B^2 (benchmarks independent). Valid when the labelled
-  cases are a random sample of the run's cases (the review page draws them at random).
+  shows), the unlabelled cases' judge scores borrow strength; lambda is tuned from 20 labelled cases in a
+  benchmark, below that it is 1 (plain PPI). ``overall`` is the mean of the benchmark estimates, its variance
+  the sum of theirs over B^2 (benchmarks independent), Student t with Satterthwaite degrees of freedom.
+  Valid when the labelled cases are a random sample of the run's cases (the review page draws them at
+  random); fewer than 10 labelled cases under an estimate: no interval.
 * ``differences``: the same on the per-case difference of two runs graded on one dataset.
 * ``rates``: each run's match rate per item class corrected by Rogan-Gladen with the class's sensitivity
   and specificity pooled over the runs; delta-method normal interval, clipped to [0, 1].
@@ -33,16 +35,17 @@ from toolkit.protocol import BENCHMARK_METHODS
 from toolkit.selection import RunData, per_case, per_sample
 
 OVERALL = "overall"
-# Fewer labelled cases under an estimate than this and its normal interval under-covers in the simulations
-# (tests/test_physicians_coverage.py): the estimate is shown without an interval.
-MIN_LABELLED = 50
+# Fewer labelled cases under an estimate than this and its interval under-covers in the simulations
+# (tests/test_physicians_coverage.py: 88-91% at 4-8 cases): the estimate is shown without an interval.
+MIN_LABELLED = 10
 MIN_PER_BENCHMARK = 2  # a benchmark's variance needs two labelled cases
-# Below this many labelled cases in a benchmark lambda is not tuned but 1 (plain PPI): a slope fitted on a
-# handful of cases is noise, and its interval under-covers.
-MIN_TUNED = 10
+# Below this many labelled cases in a benchmark lambda is not tuned but 1 (plain PPI): a slope fitted on
+# fewer cases is noise, and its interval under-covers (92% at 25 labelled cases in two benchmarks).
+MIN_TUNED = 20
 METHOD_NOTE = ("corrected = PPI++ (power-tuned prediction-powered inference) per benchmark from physician case "
-               "scores of the labelled cases and judge scores of all cases; overall = mean over benchmarks; 95% "
-               "normal intervals; valid when the labelled cases are a random sample of the cases")
+               "scores of the labelled cases and judge scores of all cases (lambda 1 below 20 labelled cases); "
+               "overall = mean over benchmarks; 95% Student t intervals; valid when the labelled cases are a "
+               "random sample of the cases")
 
 
 @dataclass(frozen=True, kw_only=True)
