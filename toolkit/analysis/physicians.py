@@ -162,14 +162,20 @@ def corrected_means(cases: pl.DataFrame, run_ids: list[str], minimum: int = MIN_
         rows += out
         overall = out[-1]
         needed = labels_to_halve(parts, totals) if all(p is not None for p in parts) else None
+        width = None if overall["ci_low"] is None else overall["ci_high"] - overall["ci_low"]
+        why = None
+        if overall["mean"] is None:
+            why = "no corrected estimate yet: label cases in every benchmark"
+        elif needed is None:
+            why = "labelling every case would not halve it"
         plan.append({"run_id": run, "labelled_cases": overall["labelled_cases"], "cases": overall["cases"],
-                     "ci_width": None if overall["se"] is None else 2 * Z * overall["se"],
-                     "labelled_to_halve": needed,
-                     "more_labelled": None if needed is None else needed - overall["labelled_cases"]})
+                     "ci_width": width, "labelled_to_halve": needed,
+                     "more_labelled": None if needed is None else needed - overall["labelled_cases"], "note": why})
     schema = {"run_id": pl.String, **ESTIMATE_SCHEMA}
     plan_schema = {"run_id": pl.String, "labelled_cases": pl.Int64, "cases": pl.Int64, "ci_width": pl.Float64,
-                   "labelled_to_halve": pl.Int64, "more_labelled": pl.Int64}
-    return pl.DataFrame(rows, schema=schema), pl.DataFrame(plan, schema=plan_schema)
+                   "labelled_to_halve": pl.Int64, "more_labelled": pl.Int64, "note": pl.String}
+    return (pl.DataFrame(rows, schema=schema).with_columns(pl.col(pl.Float64).fill_nan(None)),
+            pl.DataFrame(plan, schema=plan_schema))
 
 
 def corrected_differences(cases: pl.DataFrame, data: RunData, run_ids: list[str], minimum: int = MIN_LABELLED
@@ -190,7 +196,8 @@ def corrected_differences(cases: pl.DataFrame, data: RunData, run_ids: list[str]
             (pl.col("labels").fill_null(0) + pl.col("labels_b").fill_null(0)).alias("labels"))
         if both.height:
             rows += _estimates(both, {"run_a": a, "run_b": b}, "judge", "judge_labelled", "physician", minimum)[0]
-    return pl.DataFrame(rows, schema={"run_a": pl.String, "run_b": pl.String, **ESTIMATE_SCHEMA})
+    return pl.DataFrame(rows, schema={"run_a": pl.String, "run_b": pl.String, **ESTIMATE_SCHEMA}).with_columns(
+        pl.col(pl.Float64).fill_nan(None))
 
 
 def corrected_rates(data: RunData, agreement: pl.DataFrame, run_ids: list[str]) -> pl.DataFrame:
@@ -213,7 +220,7 @@ def corrected_rates(data: RunData, agreement: pl.DataFrame, run_ids: list[str]) 
                                    acc["specificity"], _num(acc["_specificity_var"]))
             ok = fix is not None and not math.isnan(fix.rate)
             half = Z * math.sqrt(fix.variance) if ok and not math.isnan(fix.variance) else None
-            note = None if ok else "the judge's sensitivity or specificity on this class is unknown or no better than chance"
+            note = None if ok else "not correctable: the judge's accuracy here is unknown or no better than chance"
             if ok and fix.clipped:
                 note = "clipped to [0, 1]"
             rows.append({"run_id": run, "kind": kind, "item_class": name, "items": frame.height,
@@ -266,7 +273,7 @@ def judge_vs_physicians(data: RunData, labels: pl.DataFrame, options: PhysicianO
         notes.append(f"no physician labels for run(s) {', '.join(unlabelled)}: not corrected")
     if corrected["ci_note"].is_not_null().any():
         notes.append(f"an estimate resting on fewer than {options.min_labelled} labelled cases has no interval: "
-                     "the normal interval under-covers there")
+                     "in simulation such intervals under-cover")
     return PhysicianCheck(
         agreement.select(pl.exclude("^_.*$")), physician_pairs(labels, data, samples, seed), corrected,
         corrected_differences(cases, data, labelled, options.min_labelled),
