@@ -123,3 +123,17 @@ def test_all_runs_leave_out_the_unlabelled_with_a_note(labelled_store) -> None:
     frame = pl.read_csv(done.stdout.encode())
     assert set(frame["run_id"]) == {"strong", "weak"} and "overall" in frame["benchmark"].to_list()
     assert "note: run unlabelled has no physician labels and is left out" in done.stderr
+
+
+def test_judge_and_pass_choose_what_is_checked_and_corrected(labelled_store) -> None:
+    root, path, _ = labelled_store
+    first = calibrate(["--run", "strong", "--store", str(root), "--format", "json", "--samples", "200"], path)
+    second = calibrate(["--run", "strong", "--store", str(root), "--format", "json", "--samples", "200",
+                        "--pass", "2"], path)
+    assert first.returncode == 0 == second.returncode, second.stderr
+    one, two = json.loads(first.stdout), json.loads(second.stdout)
+    # the labels copy pass 1 with flips: pass 2 (pass 1 with its own flips) agrees with them less
+    assert two["agreement"][0]["agreement"] < one["agreement"][0]["agreement"]
+    assert any("pass 2" in n for n in two["notes"]) and any("pass 1" in n for n in one["notes"])
+    judge = {r["benchmark"]: r["judge_mean"] for r in two["corrected"]["runs"]}
+    assert judge != {r["benchmark"]: r["judge_mean"] for r in one["corrected"]["runs"]}  # pass 2's scores alone

@@ -5,7 +5,8 @@ Labels come as the ``human_labels`` table's rows (``toolkit.labels.read_labels``
 item combine to the majority of their ``met`` / ``not_met`` labels; a tie goes to the earliest label
 (``labelled_at``, then reviewer name). An item only ever labelled ``unsure`` has no physician label: it is
 counted, and its answer gets no physician score. The judge is the run's primary judge, pass 1 (its latest
-valid reply): one judging of each answer, the decision the judge's accuracy is about.
+valid reply; ``--judge`` / ``--pass`` choose another judge and pass): one judging of each answer, the
+decision the judge's accuracy is about.
 
 Item classes: sign of the points (positive, negative, zero) and, for f1_weighted_rubric items, the severity
 class of ``toolkit.protocol`` ("class 9" = a +3 item ... "class 1" = a -3 item).
@@ -42,7 +43,8 @@ def combine_labels(labels: pl.DataFrame) -> pl.DataFrame:
     counts = labels.group_by(KEY).agg(pl.len().alias("labels"), (pl.col("label") == UNSURE).sum().alias("unsure"),
                                       pl.col("reviewer").n_unique().alias("reviewers"))
     votes = _ordered(labels).group_by(KEY, maintain_order=True).agg(
-        (pl.col("label") == MET).sum().alias("_met"), pl.len().alias("_definite"), pl.col("label").first().alias("_first"))
+        (pl.col("label") == MET).sum().alias("_met"), pl.len().alias("_definite"),
+        pl.col("label").first().alias("_first"))
     twice = pl.col("_met") * 2
     verdict = (pl.when(twice > pl.col("_definite")).then(True).when(twice < pl.col("_definite")).then(False)
                .otherwise(pl.col("_first") == MET))
@@ -66,17 +68,24 @@ def rubric_of_runs(data: RunData) -> pl.DataFrame:
                                  "severity_class", "text"), on="dataset_sha256").drop("dataset_sha256")
 
 
-def judge_items(data: RunData) -> pl.DataFrame:
-    """Every decided item of the primary judge's pass 1: run, case, sample, item, ``judge``, rubric columns."""
-    _, decisions = select_judgments(data, JudgeSelection(passes=(JUDGE_PASS,)))
+def judge_pass(selection: JudgeSelection) -> int:
+    """The one pass whose decisions are set against the physicians: the first selected (default: pass 1)."""
+    return min(selection.passes) if selection.passes else JUDGE_PASS
+
+
+def judge_items(data: RunData, selection: JudgeSelection = JudgeSelection()) -> pl.DataFrame:
+    """Every decided item of the selected judge's (default: each run's primary judge) first selected pass:
+    run, case, sample, item, ``judge`` and the rubric columns."""
+    _, decisions = select_judgments(data, JudgeSelection(judge=selection.judge, passes=(judge_pass(selection),)))
     return with_classes(with_sample(decisions).select(*KEY, pl.col("matched").alias("judge")).join(
         rubric_of_runs(data), on=["run_id", "case_id", "item_id"], how="inner"))
 
 
-def item_table(data: RunData, combined: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def item_table(data: RunData, combined: pl.DataFrame, selection: JudgeSelection = JudgeSelection()
+               ) -> tuple[pl.DataFrame, int]:
     """The labelled items with the judge's decision and their rubric columns, and how many labelled items
     match no judged item of the runs (a case, sample or item the run does not have)."""
-    joined = combined.join(judge_items(data), on=KEY, how="left")
+    joined = combined.join(judge_items(data, selection), on=KEY, how="left")
     orphan = joined.filter(pl.col("judge").is_null()).height
     return joined.filter(pl.col("judge").is_not_null()), orphan
 

@@ -1,14 +1,16 @@
 """Judge vs physicians: the judge's accuracy against physician labels, and the runs' scores corrected by them.
 
 * ``agreement``: per item class, sensitivity, specificity, agreement and kappa of the judge's decision
-  (primary judge, pass 1) against the physicians' (``toolkit.analysis.physician_labels``);
+  (each run's primary judge or ``selection.judge``; its first selected pass, default 1) against the
+  physicians' (``toolkit.analysis.physician_labels``);
   ``physician_agreement``: the physicians among themselves, where items are double-graded (the ceiling).
 * ``corrected``: each run's benchmark means by PPI++ (``physician_stats.ppi_mean``): Y is the physician case
   score (the protocol's score from the labels, averaged over the case's fully labelled answers), Yhat the
-  judge's score of the same answers (primary judge, mean over its passes: the number every other table
-  shows), the unlabelled cases' judge scores borrow strength; lambda is tuned from 20 labelled cases in a
-  benchmark, below that it is 1 (plain PPI). ``overall`` is the mean of the benchmark estimates, its variance
-  the sum of theirs over B^2 (benchmarks independent), Student t with Satterthwaite degrees of freedom.
+  judge's score of the same answers (the selected judge's mean over the selected passes, by default the
+  number every other table shows), the unlabelled cases' judge scores borrow strength; lambda is tuned
+  from 20 labelled cases in a benchmark, below that it is 1 (plain PPI). ``overall`` is the mean of the
+  benchmark estimates, its variance the sum of theirs over B^2 (benchmarks independent), Student t with
+  Satterthwaite degrees of freedom.
   Valid when the labelled cases are a random sample of the run's cases (the review page draws them at
   random); fewer than 10 labelled cases under an estimate: no interval.
 * ``differences``: the same on the per-case difference of two runs graded on one dataset.
@@ -27,12 +29,13 @@ import numpy as np
 import polars as pl
 
 from toolkit.analysis.paired import ResampleSettings
-from toolkit.analysis.physician_labels import (agreement_by_class, combine_labels, item_table, judge_errors,
-                                               judge_items, physician_pairs, physician_sample_scores, class_frames)
+from toolkit.analysis.physician_labels import (agreement_by_class, class_frames, combine_labels, item_table,
+                                               judge_errors, judge_items, judge_pass, physician_pairs,
+                                               physician_sample_scores)
 from toolkit.analysis.physician_stats import (PPIMean, Z, cluster_share, labels_to_halve, ppi_mean, rogan_gladen,
                                               satterthwaite)
 from toolkit.protocol import BENCHMARK_METHODS
-from toolkit.selection import RunData, per_case, per_sample
+from toolkit.selection import JudgeSelection, RunData, per_case, per_sample
 
 OVERALL = "overall"
 # Fewer labelled cases under an estimate than this and its interval under-covers in the simulations
@@ -51,6 +54,7 @@ METHOD_NOTE = ("corrected = PPI++ (power-tuned prediction-powered inference) per
 @dataclass(frozen=True, kw_only=True)
 class PhysicianOptions:
     resamples: ResampleSettings = field(default_factory=ResampleSettings)  # the kappa intervals' case bootstrap
+    selection: JudgeSelection = field(default_factory=JudgeSelection)  # the judge checked and corrected
     top: int = 10
     min_labelled: int = MIN_LABELLED
 
@@ -77,17 +81,18 @@ def _benchmark_order(names: list[str]) -> list[str]:
     return known + sorted(b for b in names if b not in BENCHMARK_METHODS)
 
 
-def case_table(data: RunData, combined: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+def case_table(data: RunData, combined: pl.DataFrame, selection: JudgeSelection = JudgeSelection()
+               ) -> tuple[pl.DataFrame, int]:
     """Per run x judge-scored case: benchmark, judge (the case score), and for labelled cases ``physician``
     and ``judge_labelled`` (both over the fully labelled answers) and ``labels``; plus the labelled answers
     left out for an unlabelled or unsure item."""
     scores, partial = physician_sample_scores(data, combined)
-    judged = per_sample(data).select("run_id", "case_id", "sample", pl.col("score").alias("_judge"))
+    judged = per_sample(data, selection).select("run_id", "case_id", "sample", pl.col("score").alias("_judge"))
     counts = combined.group_by("run_id", "case_id", "sample").agg(pl.col("labels").sum())
     labelled = scores.join(judged, on=["run_id", "case_id", "sample"], how="inner").join(
         counts, on=["run_id", "case_id", "sample"], how="left").group_by("run_id", "case_id").agg(
         pl.col("physician").mean(), pl.col("_judge").mean().alias("judge_labelled"), pl.col("labels").sum())
-    cases = per_case(data).select("run_id", "case_id", "benchmark", pl.col("score").alias("judge"))
+    cases = per_case(data, selection).select("run_id", "case_id", "benchmark", pl.col("score").alias("judge"))
     return cases.join(labelled, on=["run_id", "case_id"], how="left").sort("run_id", "case_id"), partial
 
 
@@ -120,7 +125,8 @@ def _macro(parts: list[PPIMean | None]) -> PPIMean | None:
                    satterthwaite(terms))
 
 
-def _estimates(frame: pl.DataFrame, keys: dict, value: str, labelled_value: str, truth: str, minimum: int) -> tuple[list[dict], list[PPIMean | None], list[int]]:
+def _estimates(frame: pl.DataFrame, keys: dict, value: str, labelled_value: str, truth: str, minimum: int
+               ) -> tuple[list[dict], list[PPIMean | None], list[int]]:
     """Rows per benchmark and overall for one run (or pair) of ``frame`` (benchmark, value, labelled_value,
     truth, labels)."""
     rows, parts, totals = [], [], []
@@ -200,13 +206,14 @@ def corrected_differences(cases: pl.DataFrame, data: RunData, run_ids: list[str]
         pl.col(pl.Float64).fill_nan(None))
 
 
-def corrected_rates(data: RunData, agreement: pl.DataFrame, run_ids: list[str]) -> pl.DataFrame:
+def corrected_rates(data: RunData, agreement: pl.DataFrame, run_ids: list[str],
+                    selection: JudgeSelection = JudgeSelection()) -> pl.DataFrame:
     """Per run x item class: the judge's match rate (pass 1, all judged items) and the Rogan-Gladen rate with
     the class's pooled sensitivity and specificity, a normal interval from the delta-method variance (items
     clustered by case), clipped to [0, 1]. Class 9's miss rate is the severe-omission rate, class 1's match
     rate the severe-commission rate."""
     accuracy = {r["item_class"]: r for r in agreement.iter_rows(named=True)}
-    items = judge_items(data)
+    items = judge_items(data, selection)
     rows = []
     for run in run_ids:
         mine = items.filter(pl.col("run_id") == run)
@@ -249,15 +256,17 @@ def judge_vs_physicians(data: RunData, labels: pl.DataFrame, options: PhysicianO
         raise ValueError(f"calibrate: no physician labels for run(s) {', '.join(run_ids)} "
                          "(make them with `bedside review` and `bedside labels import`)")
     combined = combine_labels(labels)
-    items, orphan = item_table(data, combined)
+    selection = options.selection
+    items, orphan = item_table(data, combined, selection)
     if items.is_empty():
         raise ValueError("calibrate: no physician label matches an item the judge decided in these runs")
     samples, seed = options.resamples.samples, options.resamples.seed
     agreement = agreement_by_class(items, samples, seed)
-    cases, partial = case_table(data, combined)
+    cases, partial = case_table(data, combined, selection)
     corrected, plan = corrected_means(cases, labelled, options.min_labelled)
     notes = [METHOD_NOTE,
-             "judge accuracy: the run's primary judge, pass 1; several reviewers: their majority, a tie to the "
+             f"judge accuracy: {selection.judge or 'each run’s primary judge'}, pass {judge_pass(selection)}; "
+             "corrected: its scores over the selected passes; several reviewers: their majority, a tie to the "
              "earliest label; intervals: Wilson at the case-clustered effective size (sensitivity, specificity, "
              "agreement), case bootstrap percentiles (kappa)",
              "corrected rates: Rogan-Gladen with sensitivity and specificity pooled over the runs, clipped to [0, 1]"]
@@ -277,7 +286,7 @@ def judge_vs_physicians(data: RunData, labels: pl.DataFrame, options: PhysicianO
     return PhysicianCheck(
         agreement.select(pl.exclude("^_.*$")), physician_pairs(labels, data, samples, seed), corrected,
         corrected_differences(cases, data, labelled, options.min_labelled),
-        corrected_rates(data, agreement, labelled), judge_errors(items, options.top), plan, notes)
+        corrected_rates(data, agreement, labelled, selection), judge_errors(items, options.top), plan, notes)
 
 
 def calibrate(store, run_ids: list[str] | None = None, labels: pl.DataFrame | None = None,

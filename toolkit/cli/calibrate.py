@@ -14,7 +14,8 @@ import click
 
 from toolkit.cli.analysis import emit_sections, section_option
 from toolkit.cli.common import CommandError, echo_json, emit, note_line, open_store, selected_runs
-from toolkit.cli.options import RunChoice, format_option, resample_options, run_options, store_option
+from toolkit.cli.options import (RunChoice, format_option, judge_options, resample_options, run_options,
+                                 store_option)
 
 SECTIONS = ("agreement", "physician_agreement", "corrected", "differences", "rates", "judge_errors", "plan")
 
@@ -76,9 +77,10 @@ def _views(check, section: str | None) -> dict:
         differences = differences.filter(pl.col("benchmark") == OVERALL)
     suffix = "" if detail else " (overall; --section {}: each benchmark)"
     views = {
-        "agreement": [("judge vs physicians (primary judge, pass 1; value [95% ci])", _accuracy_view(check.agreement))],
+        "agreement": [("judge vs physicians (value [95% ci])", _accuracy_view(check.agreement))],
         "physician_agreement": [("physician vs physician: the ceiling (double-graded items)",
-                                 _accuracy_view(check.physician_agreement))] if check.physician_agreement.height else [],
+                                 _accuracy_view(check.physician_agreement))]
+        if check.physician_agreement.height else [],
         "corrected": [("corrected means" + suffix.format("corrected"),
                        _estimate_view(corrected, ("run_id", "benchmark")))],
         "differences": [("corrected differences (run_a - run_b)" + suffix.format("differences"),
@@ -107,11 +109,13 @@ def _json(check) -> dict:
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
               help="Items in the list of the judge's most frequent errors.")
 @section_option(SECTIONS)
+@judge_options(judge_help="Check and correct this judge (default: each run's primary judge).",
+               pass_help="Judge pass(es) scored (default: all); the first is the one set against the labels.")
 @resample_options(samples_help="Case resamples of the kappa intervals [default: 10000].",
                   seed_help="Seed of the kappa intervals' resamples [default: 42].")
 @format_option
 @store_option
-def calibrate_cmd(runs: RunChoice, top: int, section: str | None, samples: int, seed: int, fmt: str,
+def calibrate_cmd(runs: RunChoice, top: int, section: str | None, selection, samples: int, seed: int, fmt: str,
                   store_dir: str | None) -> None:
     """The judge against physician labels: accuracy per item class, and scores corrected by the labels."""
     from toolkit.analysis.paired import ResampleSettings
@@ -128,7 +132,7 @@ def calibrate_cmd(runs: RunChoice, top: int, section: str | None, samples: int, 
         raise CommandError([f"calibrate: run {missing[0]!r} has no physician labels (make them with `bedside review` "
                             "and `bedside labels import`)"])
     chosen = [r for r in ids if r in have]
-    options = PhysicianOptions(resamples=ResampleSettings(samples=samples, seed=seed), top=top)
+    options = PhysicianOptions(resamples=ResampleSettings(samples=samples, seed=seed), top=top, selection=selection)
     check = judge_vs_physicians(read_runs(store, chosen, texts=False), labels, options)
     notes = check.notes + [f"run {r} has no physician labels and is left out" for r in missing]
     if fmt == "json" and section is None:

@@ -11,6 +11,7 @@ from toolkit.analysis.paired import ResampleSettings
 from toolkit.analysis.physicians import OVERALL, PhysicianCheck, PhysicianOptions, judge_vs_physicians
 from toolkit.report.analyses import Analyses
 from toolkit.report.model import Cell, Section, Table, interval, num, pct, signed
+from toolkit.selection import JudgeSelection
 from toolkit.store import Store
 
 
@@ -24,7 +25,8 @@ def stored_labels(store: Store, run_ids: list[str]) -> pl.DataFrame | None:
     return labels if labels.height else None
 
 
-def physician_section(store: Store, a: Analyses, resamples: ResampleSettings) -> Section | None:
+def physician_section(store: Store, a: Analyses, resamples: ResampleSettings, selection: JudgeSelection
+                      ) -> Section | None:
     """The section, or None when no compared run has physician labels."""
     runs = a.data.runs["run_id"].to_list()
     labels = stored_labels(store, runs)
@@ -32,10 +34,11 @@ def physician_section(store: Store, a: Analyses, resamples: ResampleSettings) ->
         return None
     title = "Judge vs physicians"
     try:
-        check = judge_vs_physicians(a.data, labels, PhysicianOptions(resamples=resamples))
+        check = judge_vs_physicians(a.data, labels, PhysicianOptions(resamples=resamples, selection=selection))
     except ValueError as error:
         return Section("physicians", title, paragraphs=[f"Nothing to show: {error}"])
-    board = a.cmp.leaderboard["run_id"].to_list() + a.cmp.not_ranked.get_column("run_id", default=pl.Series([])).to_list()
+    board = (a.cmp.leaderboard["run_id"].to_list()
+             + a.cmp.not_ranked.get_column("run_id", default=pl.Series([])).to_list())
     return Section("physicians", title, paragraphs=[
         "Physicians labelled a random sample of cases item by item. The judge's decisions are set against "
         "theirs, and each run's score is corrected by them: the labelled cases' physician scores together with "
@@ -68,7 +71,7 @@ def accuracy_table(check: PhysicianCheck) -> Table:
             for row in _accuracy_rows(check.agreement, judge=True)]
     columns = ["item class", "items", "unsure", "sensitivity [95% CI]", "specificity [95% CI]",
                "agreement [95% CI]", "judge κ [95% CI]", "physician κ (ceiling)"]
-    return Table("physicians_accuracy", "The judge (primary judge, pass 1) against the physicians per item class; "
+    return Table("physicians_accuracy", "The judge against the physicians per item class (one pass of it); "
                  "the last column is the physicians' agreement with each other on double-graded items",
                  columns, body, check.agreement)
 
