@@ -17,7 +17,8 @@ import pytest
 
 from tests import physicians_sim as sim
 from toolkit.analysis.physician_stats import ppi_mean
-from toolkit.analysis.physicians import MIN_LABELLED, OVERALL, _macro, corrected_means
+from toolkit.analysis.physicians import (MIN_LABELLED, MIN_WEIGHTED, OVERALL, corrected_means, macro_mean,
+                                         weighted_macro)
 
 REPLICATES = 1000
 
@@ -44,7 +45,7 @@ def _labelled_only(cases: pl.DataFrame) -> np.ndarray:
         for _, bench in run.group_by("benchmark"):
             lab = bench.filter(pl.col("physician").is_not_null())
             parts.append(ppi_mean(lab["physician"].to_numpy(), lab["judge_labelled"].to_numpy(), np.array([]), lam=0.0))
-        macro = _macro(parts)
+        macro = macro_mean(parts)
         widths.append(macro.ci_high - macro.ci_low)
     return np.array(widths)
 
@@ -64,7 +65,7 @@ def test_sixty_labelled_cases_cover_the_physician_mean_and_the_judge_alone_does_
     for _, run in cases.group_by("run_id"):
         parts = [ppi_mean(b["judge"].to_numpy(), b["judge"].to_numpy(), np.array([]), lam=0.0)
                  for _, b in run.group_by("benchmark")]
-        macro = _macro(parts)
+        macro = macro_mean(parts)
         judge_only.append(macro.ci_low <= truth <= macro.ci_high)
     assert np.mean(judge_only) < 0.5
     # corrected narrower than the labelled cases alone, when the judge tracks the physicians (r >= 0.5)
@@ -77,8 +78,9 @@ def test_sixty_labelled_cases_cover_the_physician_mean_and_the_judge_alone_does_
 def test_few_labelled_cases_still_cover(world, labelled: int) -> None:
     world_sim, truth = world
     shown, _ = corrected_means(world_sim.cases(labelled), world_sim.runs())
-    overall = _overall(shown).filter(pl.col("mean").is_not_null())  # 10 cases: a benchmark may get < 2
-    assert overall.height > 0.95 * REPLICATES and overall["ci_low"].null_count() == 0
+    # With 10 cases a benchmark may get fewer than 2: the weighted overall, without an interval below 20
+    overall = _overall(shown).filter(pl.col("ci_low").is_not_null())
+    assert overall.height > 0.95 * REPLICATES
     assert 0.930 <= _covers(overall, truth) <= 0.970, _covers(overall, truth)
 
 
@@ -94,3 +96,18 @@ def test_fewer_than_the_minimum_get_no_interval_and_say_why(world) -> None:
     raw = raw.filter(pl.col("ci_low").is_not_null() & pl.col("ci_low").is_not_nan())
     assert _covers(raw, truth) < 0.93, _covers(raw, truth)
     assert 6 < MIN_LABELLED
+
+
+@pytest.mark.parametrize("labelled", [25, 60])
+def test_the_weighted_overall_covers_too(world, labelled: int) -> None:
+    """The overall estimate used when a benchmark has fewer than two labelled cases of its own: one PPI++
+    over all cases weighted to the macro mean. Measured (seed 5): 93.3% at 25, 94.2% at 60 (ten benchmarks:
+    94.3%, 94.4%)."""
+    world_sim, truth = world
+    cases = world_sim.cases(labelled)
+    covered = []
+    for _, run in cases.group_by("run_id"):
+        est = weighted_macro(run, "judge", "judge_labelled", "physician")
+        covered.append(est.ci_low <= truth <= est.ci_high)
+    assert 0.930 <= np.mean(covered) <= 0.970, np.mean(covered)
+    assert labelled >= MIN_WEIGHTED
