@@ -139,7 +139,7 @@ def physician_pairs(labels: pl.DataFrame, data: RunData, samples: int, seed: int
         met=(pl.col("label").list.eval(pl.element() == MET).list.sum()))
     pairs = with_classes(pairs.join(rubric_of_runs(data), on=["run_id", "case_id", "item_id"], how="inner"))
     rows = []
-    for kind, name, frame in class_frames(pairs):
+    for kind, name, frame in class_frames(pairs) if pairs.height else ():
         per_case = frame.group_by("case_id").agg(pl.col("agree").sum(), pl.len().alias("n"), pl.col("met").sum()
                                                  ).sort("case_id")
         tables = per_case.select("agree", "n", "met").to_numpy().astype(np.float64).reshape(-1, 3)
