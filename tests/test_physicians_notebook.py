@@ -44,5 +44,5 @@ def test_without_double_grading_it_says_there_is_no_ceiling(shown: ExecutedNoteb
 
 
 def test_the_words_say_when_intervals_are_withheld(shown: ExecutedNotebook) -> None:
-    words = "\n".join(shown.markdown())
+    words = " ".join(" ".join(shown.markdown()).split())
     assert "fewer than 10 labelled cases" in words and "random sample" in words
