@@ -251,10 +251,14 @@ def corrected_rates(data: RunData, agreement: pl.DataFrame, run_ids: list[str],
                 fix = rogan_gladen(observed, _num(var), acc["sensitivity"], _num(acc["_sensitivity_var"]),
                                    acc["specificity"], _num(acc["_specificity_var"]))
             ok = fix is not None and not math.isnan(fix.rate)
-            half = Z * math.sqrt(fix.variance) if ok and not math.isnan(fix.variance) else None
+            # A delta-method variance of 0 (every item one way, a perfect judge) is no interval
+            spread = ok and not math.isnan(fix.variance) and fix.variance > 0
+            half = Z * math.sqrt(fix.variance) if spread else None
             note = None if ok else "not correctable: the judge's accuracy here is unknown or no better than chance"
             if ok and fix.clipped:
                 note = "clipped to [0, 1]"
+            elif ok and not spread:
+                note = "no interval: no spread to estimate it from"
             rows.append({"run_id": run, "kind": kind, "item_class": name, "items": frame.height,
                          "judge_rate": observed, "rate": fix.rate if ok else None,
                          "ci_low": max(fix.rate - half, 0.0) if half is not None else None,
