@@ -8,7 +8,8 @@ case scores), ``ranking`` (who is ranked, rank intervals, tie groups), ``pairs``
 ``ratios`` (ratios of case sums with case-resampled intervals), ``items``, ``harms``,
 ``reliability`` (kappa, alpha) and ``agreement``, ``judge_noise`` (the gap the judge alone could make),
 ``planning`` (power and cases needed), ``design`` (cases, answers and judge passes at least cost),
-``costs`` (what stored runs cost), ``runs`` (run facts, which runs are comparable).
+``costs`` (what stored runs cost), ``runs`` (run facts, which runs are comparable), ``physicians`` (the judge
+against physician labels, scores corrected by them) over ``physician_labels`` and ``physician_stats``.
 """
 
 from toolkit.analysis.agreement import Agreement, AgreementOptions, judge_agreement
@@ -24,6 +25,8 @@ from toolkit.analysis.matrix import CaseMatrix, case_matrix, from_arrays
 from toolkit.analysis.multiplicity import benjamini_hochberg, holm
 from toolkit.analysis.paired import ResampleSettings, SharedResamples, draw_resamples, percentile_interval
 from toolkit.analysis.paired_t import PairedT, paired_t
+from toolkit.analysis.physicians import (PhysicianCheck, PhysicianOptions, calibrate, judge_vs_physicians,
+                                         plan_labels)
 from toolkit.analysis.pairs import pairwise
 from toolkit.analysis.wilcoxon import wilcoxon_p
 from toolkit.analysis.reliability import (category_counts, cohen_kappa, fleiss_kappa, krippendorff_alpha_nominal,
@@ -39,6 +42,7 @@ __all__ = [
     "ItemAnalysis", "ItemOptions", "analyse_items", "by_points", "item_rates", "item_summary",
     "CaseMatrix", "case_matrix", "from_arrays", "benjamini_hochberg", "holm",
     "ResampleSettings", "SharedResamples", "draw_resamples", "percentile_interval", "PairedT", "paired_t",
+    "PhysicianCheck", "PhysicianOptions", "calibrate", "judge_vs_physicians", "plan_labels",
     "pairwise", "wilcoxon_p", "category_counts", "cohen_kappa", "fleiss_kappa", "krippendorff_alpha_nominal",
     "percent_agreement", "comparable_runs", "run_facts",
 ]

@@ -38,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "agreement": ("toolkit.cli.analysis:agreement_cmd",
                   "Agreement between the judge passes / judges of each run: percent agreement, Cohen's and Fleiss' "
                   "kappa, Krippendorff's alpha, score differences and the cases that flip most."),
+    "calibrate": ("toolkit.cli.calibrate:calibrate_cmd",
+                  "The judge against physician labels: accuracy per item class, and scores corrected by the labels."),
     "variance": ("toolkit.cli.variance:variance_cmd",
                  "Variance budget: case, answer and judge variance of a case score with intervals, their shares of "
                  "the run mean's variance, the run's intervals, worst-at-k and pass^k."),
@@ -65,7 +67,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # listed under "Other").
 GROUPS: dict[str, tuple[str, ...]] = {
     "Collect": ("demo", "run", "judge", "import", "sim"),
-    "Analyse": ("compare", "items", "harms", "agreement", "variance", "plan"),
+    "Analyse": ("compare", "items", "harms", "agreement", "calibrate", "variance", "plan"),
     "Show": ("summary", "report", "sql", "db", "export"),
     "Manage": ("runs", "dataset", "audit"),
     "Review": ("review", "labels"),
@@ -85,6 +87,7 @@ EXAMPLES: dict[str, str] = {
     "items": "bedside items --all --top 10",
     "harms": "bedside harms --all",
     "agreement": "bedside agreement --run sim/strong",
+    "calibrate": "bedside calibrate --run sim/strong --run sim/weak",
     "variance": "bedside variance --run sim/strong",
     "plan": "bedside plan --target-mdd 0.1 --run sim/medium --run sim/weak --answer-cost 0.004 --judge-cost 0.002 "
             "--max-cases 500",

@@ -22,6 +22,7 @@ from toolkit.report.differ import differ
 from toolkit.report.figs import draw, figure_palette
 from toolkit.report.model import Section, run_anchors, slug
 from toolkit.report.options import ReportOptions, regenerate_command
+from toolkit.report.physicians import physician_section
 from toolkit.report.reliability import reliability_section
 from toolkit.report.render import render_html, render_markdown
 from toolkit.store import Store
@@ -130,6 +131,10 @@ def _sections(a: Analyses, anchors: dict[str, str], figs: dict, figure_notes: li
                        paragraphs=[] if harm else [f"Nothing to show: {a.absent.get('harms')}"]))
     if a.agreement is not None:
         out.append(Section("judges", "Judges", figures=figs.get("judges", []), tables=sections.judge_tables(a)))
+    physicians = physician_section(store, a, ResampleSettings(samples=options.samples, seed=options.seed),
+                                   options.selection)
+    if physicians is not None:  # only when the compared runs have physician labels
+        out.append(physicians)
     reliability = reliability_section(a.variance, a.absent.get("reliability"), figs.get("reliability", []))
     if reliability is not None:
         out.append(reliability)

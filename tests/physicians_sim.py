@@ -1,0 +1,109 @@
+"""A simulated physician and a biased judge on rubric cases, for the judge-vs-physician tests.
+
+Each replicate draws its own cases (one replicate = one run id, so ``toolkit.scoring.pass_scores`` scores
+every replicate in one call). A case has a difficulty t ~ Beta(2, 2); the physician's truth is met with
+probability t on a positive or zero item and 0.3 (1 - t) on a negative one; the judge misses a met
+positive item with probability FN and endorses an unmet negative item with probability FP (and errs at
+a small background rate elsewhere). Points-rubric and F1-rubric benchmarks alternate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from toolkit import protocol
+from toolkit.scoring import pass_scores
+
+POINTS_ITEMS = (3, 2, 2, 1, -1, -2)
+F1_ITEMS = (3, 2, 1, 0, -1, -2, -3)
+FP_NEGATIVE, FN_POSITIVE, BACKGROUND = 0.25, 0.10, 0.03
+
+
+def rubric(benchmarks: int, cases: int) -> pl.DataFrame:
+    """rubric_items rows: ``cases`` cases per benchmark; benchmark b is F1-graded when b is odd."""
+    rows = []
+    for b in range(benchmarks):
+        method = protocol.F1_WEIGHTED_RUBRIC if b % 2 else protocol.POINTS_RUBRIC
+        name = f"f1_{b}" if b % 2 else f"points_{b}"
+        points = F1_ITEMS if b % 2 else POINTS_ITEMS
+        for c in range(cases):
+            for i, p in enumerate(points):
+                klass = protocol.POINTS_TO_CLASS[p] if b % 2 else None
+                rows.append({"case_id": f"b{b}c{c}", "item_id": f"b{b}c{c}_{i}", "item_index": i, "benchmark": name,
+                             "grading_method": method, "points": float(p), "severity_class": klass,
+                             "weight": float(protocol.CLASS_WEIGHT[klass]) if klass else None})
+    return pl.DataFrame(rows, schema={"case_id": pl.String, "item_id": pl.String, "item_index": pl.Int32,
+                                      "benchmark": pl.String, "grading_method": pl.String, "points": pl.Float64,
+                                      "severity_class": pl.Int32, "weight": pl.Float64})
+
+
+def draw(rng: np.random.Generator, items: pl.DataFrame, replicates: int) -> tuple[np.ndarray, np.ndarray]:
+    """(physician, judge) decisions, (replicates, items) booleans."""
+    case_index = items["case_id"].rank("dense").cast(pl.Int64).to_numpy() - 1
+    t = rng.beta(2.0, 2.0, size=(replicates, case_index.max() + 1))[:, case_index]
+    points = items["points"].to_numpy()[None, :]
+    truth = rng.random(t.shape) < np.where(points < 0, 0.3 * (1 - t), t)
+    u = rng.random(t.shape)
+    judge = np.where(truth, u >= np.where(points > 0, FN_POSITIVE, BACKGROUND),
+                     u < np.where(points < 0, FP_NEGATIVE, BACKGROUND))
+    return truth, judge
+
+
+def case_scores(items: pl.DataFrame, matched: np.ndarray, keep: np.ndarray | None = None) -> pl.DataFrame:
+    """run_id (replicate), case_id, benchmark, score of every case of every replicate (only the items
+    where ``keep`` is True, whole cases of them, when given)."""
+    reps, width = matched.shape
+    decisions = pl.DataFrame({
+        "run_id": np.repeat(np.arange(reps), width).astype(str), "case_id": np.tile(items["case_id"].to_numpy(), reps),
+        "sample": np.zeros(reps * width, dtype=np.int32), "judge_model": "sim",
+        "judge_pass": np.ones(reps * width, dtype=np.int32), "item_id": np.tile(items["item_id"].to_numpy(), reps),
+        "matched": matched.ravel()})
+    if keep is not None:
+        decisions = decisions.filter(pl.Series(keep.ravel()))
+    return pass_scores(decisions, items).select("run_id", "case_id", "benchmark", "score")
+
+
+def labelled_order(rng: np.random.Generator, items: pl.DataFrame, replicates: int) -> np.ndarray:
+    """(replicates, cases) a random order of the cases per replicate: the first n are the n labelled."""
+    return rng.random((replicates, items["case_id"].n_unique())).argsort(axis=1)
+
+
+class Simulated:
+    """One simulation: judge scores of every case, physician scores of the first ``most`` cases of each
+    replicate's random order; ``cases(n)`` is the frame ``corrected_means`` takes with n labelled cases."""
+
+    def __init__(self, items: pl.DataFrame, replicates: int, most: int, seed: int):
+        rng = np.random.default_rng(seed)
+        truth, judge = draw(rng, items, replicates)
+        order = labelled_order(rng, items, replicates)[:, :most]
+        case_ids = items["case_id"].unique(maintain_order=True).to_numpy()
+        self.judge = case_scores(items, judge).rename({"score": "judge"})
+        chosen = pl.DataFrame({"run_id": np.repeat(np.arange(replicates), most).astype(str),
+                               "case_id": case_ids[order.ravel()],
+                               "rank": np.tile(np.arange(most), replicates)})
+        # only the labelled cases' physician scores are ever read: score those items alone
+        position = {c: i for i, c in enumerate(case_ids)}
+        columns = np.array([position[c] for c in items["case_id"].to_list()])
+        mask = np.zeros((replicates, case_ids.size), dtype=bool)
+        np.put_along_axis(mask, order, True, axis=1)
+        labelled = mask[:, columns]
+        phys = case_scores(items, truth, labelled).rename({"score": "physician"})
+        self.labelled = chosen.join(phys, on=["run_id", "case_id"]).join(
+            self.judge.select("run_id", "case_id", pl.col("judge").alias("judge_labelled")), on=["run_id", "case_id"])
+        self.replicates = replicates
+
+    def cases(self, n: int) -> pl.DataFrame:
+        lab = self.labelled.filter(pl.col("rank") < n).drop("rank", "benchmark")
+        return self.judge.join(lab, on=["run_id", "case_id"], how="left").with_columns(
+            labels=pl.when(pl.col("physician").is_not_null()).then(pl.lit(len(POINTS_ITEMS))))
+
+    def runs(self) -> list[str]:
+        return [str(i) for i in range(self.replicates)]
+
+
+def true_mean(items: pl.DataFrame, seed: int = 99, replicates: int = 200) -> float:
+    """The macro mean of physician case scores over the case population (large Monte Carlo draw)."""
+    truth, _ = draw(np.random.default_rng(seed), items, replicates)
+    scores = case_scores(items, truth)
+    return float(scores.group_by("benchmark").agg(pl.col("score").mean())["score"].mean())

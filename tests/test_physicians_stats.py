@@ -1,0 +1,167 @@
+"""The judge-vs-physician arithmetic against hand counts and independent implementations: ppi-python for
+PPI++, scikit-learn for Cohen's kappa, ``toolkit.analysis.reliability`` for Fleiss' kappa."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from toolkit.analysis.physician_labels import agreement_by_class, combine_labels, judge_errors, with_classes
+from toolkit.analysis.physician_stats import (PPIMean, cluster_share, kappa_tables, labels_to_halve, pair_kappa_tables,
+                                              ppi_mean, rogan_gladen, wilson_clustered)
+from toolkit.analysis.reliability import fleiss_kappa
+
+
+def _data(seed: int, n: int = 40, big_n: int = 300):
+    rng = np.random.default_rng(seed)
+    truth = rng.beta(2, 2, n + big_n)
+    judge = np.clip(truth * 0.8 + rng.normal(0, 0.1, truth.size) - 0.05, 0, 1)
+    return truth[:n], judge[:n], judge[n:]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("lam", [None, 0.0, 0.5, 1.0])
+def test_ppi_mean_is_ppi_pythons_point_and_interval(seed: int, lam: float | None) -> None:
+    from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
+
+    y, yhat, rest = _data(seed)
+    mine = ppi_mean(y, yhat, rest, lam=lam, small_sample=False)
+    point = ppi_mean_pointestimate(y, yhat, rest, lam=lam)
+    low, high = ppi_mean_ci(y, yhat, rest, alpha=0.05, lam=lam)
+    assert mine.mean == pytest.approx(float(np.ravel(point)[0]), abs=1e-9)
+    assert (mine.ci_low, mine.ci_high) == pytest.approx((float(np.ravel(low)[0]), float(np.ravel(high)[0])), abs=1e-9)
+
+
+def test_the_small_sample_interval_only_widens_ppi_pythons() -> None:
+    """The default interval: same estimate and lambda, unbiased variances (two parameters spent when lambda
+    is tuned) and a Student t quantile: wider by exactly those factors."""
+    y, yhat, rest = _data(3, n=12)
+    plain, small = ppi_mean(y, yhat, rest, small_sample=False), ppi_mean(y, yhat, rest)
+    assert small.mean == plain.mean and small.lam == plain.lam and 0 < small.lam < 1
+    assert small.rectifier_var == pytest.approx(plain.rectifier_var * 12 / 10)
+    assert small.ci_high - small.ci_low > plain.ci_high - plain.ci_low
+    assert 10 <= small.df < 10 + 299  # Satterthwaite: between the smallest df (n - 2) and their sum
+
+
+def test_every_case_labelled_is_the_labelled_mean() -> None:
+    y, yhat, _ = _data(4)
+    est = ppi_mean(y, yhat, np.array([]))
+    assert est.lam == 0 and est.mean == pytest.approx(y.mean())
+    assert est.se == pytest.approx(y.std(ddof=1) / math.sqrt(y.size))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_kappa_of_a_table_is_scikit_learns(seed: int) -> None:
+    from sklearn.metrics import cohen_kappa_score
+
+    rng = np.random.default_rng(seed)
+    a = rng.random(200) < 0.6
+    b = np.where(rng.random(200) < 0.8, a, ~a)
+    table = [(a & b).sum(), (a & ~b).sum(), (~a & b).sum(), (~a & ~b).sum()]
+    assert float(kappa_tables(np.array(table))) == pytest.approx(cohen_kappa_score(a, b), abs=1e-12)
+
+
+def test_pair_kappa_is_fleiss_kappa_with_two_ratings() -> None:
+    rng = np.random.default_rng(7)
+    first = rng.random(120) < 0.4
+    second = np.where(rng.random(120) < 0.75, first, ~first)
+    counts = np.stack([first.astype(int) + second, 2 - first.astype(int) - second], axis=1)
+    table = np.array([(first == second).sum(), 120, first.sum() + second.sum()])
+    assert float(pair_kappa_tables(table)) == pytest.approx(fleiss_kappa(counts), abs=1e-12)
+
+
+def test_cluster_share_and_its_wilson_interval() -> None:
+    share, var = cluster_share(np.array([3, 0, 2]), np.array([4, 2, 2]))
+    assert share == 5 / 8
+    # n/(n-1) * sum (a - p m)^2 / (sum m)^2 by hand
+    assert var == pytest.approx(1.5 * ((3 - 2.5) ** 2 + (0 - 1.25) ** 2 + (2 - 1.25) ** 2) / 64)
+    low, high = wilson_clustered(share, var, 8)
+    naive_low, naive_high = wilson_clustered(share, math.nan, 8)
+    assert low <= naive_low and high >= naive_high  # clustered items never count as more than themselves
+
+
+def test_rogan_gladen_by_hand_and_clipped() -> None:
+    fixed = rogan_gladen(0.4, 0.001, 0.9, 0.002, 0.75, 0.003)
+    rate = (0.4 + 0.75 - 1) / (0.9 + 0.75 - 1)
+    assert fixed.rate == pytest.approx(rate) and not fixed.clipped
+    assert fixed.variance == pytest.approx((0.001 + rate ** 2 * 0.002 + (1 - rate) ** 2 * 0.003) / 0.65 ** 2)
+    assert rogan_gladen(0.2, 0.001, 0.9, 0.0, 0.75, 0.0).rate == 0.0  # below the judge's false-positive floor
+    assert rogan_gladen(0.2, 0.001, 0.9, 0.0, 0.75, 0.0).clipped
+    assert math.isnan(rogan_gladen(0.5, 0.0, 0.5, 0.0, 0.5, 0.0).rate)  # a judge no better than chance
+
+
+def test_labels_to_halve_quarters_the_variance() -> None:
+    part = PPIMean(0.5, 0.0, 0.5, 20, 180, rectifier_var=0.04, imputed_var=0.01)
+    needed = labels_to_halve([part], [200])
+    assert needed is not None
+
+    def variance(m: int) -> float:
+        return 0.01 / (200 - m) + 0.04 / m
+
+    assert variance(needed) <= variance(20) / 4 < variance(needed - 1)
+    assert labels_to_halve([PPIMean(0.5, 0.0, 0.5, 20, 5, 0.04, 1e-4)], [25]) is None  # not even with all 25 labelled
+
+
+def _labels(rows: list[tuple]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema={"reviewer": pl.String, "run_id": pl.String, "case_id": pl.String,
+                                      "item_id": pl.String, "label": pl.String, "labelled_at": pl.Int64},
+                        orient="row").with_columns(pl.col("labelled_at").cast(pl.Datetime("us", "UTC")),
+                                                   sample=pl.lit(0, pl.Int32), review_id=pl.lit(None, pl.String))
+
+
+def test_reviewers_combine_by_majority_and_a_tie_goes_to_the_earliest() -> None:
+    labels = _labels([
+        ("ann", "r", "c", "i1", "met", 3), ("bob", "r", "c", "i1", "not_met", 1), ("cy", "r", "c", "i1", "met", 2),
+        ("ann", "r", "c", "i2", "met", 5), ("bob", "r", "c", "i2", "not_met", 4),
+        ("ann", "r", "c", "i3", "unsure", 1), ("bob", "r", "c", "i3", "unsure", 2),
+        ("ann", "r", "c", "i4", "unsure", 1), ("bob", "r", "c", "i4", "met", 2)])
+    out = {r["item_id"]: r for r in combine_labels(labels).iter_rows(named=True)}
+    assert out["i1"]["physician"] is True  # two of three
+    assert out["i2"]["physician"] is False  # a tie: bob labelled first
+    assert out["i3"]["physician"] is None and out["i3"]["unsure"] == 2
+    assert out["i4"]["physician"] is True and out["i4"]["labels"] == 2
+
+
+def _fixture_items() -> pl.DataFrame:
+    """Twelve labelled items over three cases, the judge's decision beside the physician's."""
+    rows = [  # case, points, physician, judge
+        ("c1", 2, True, True), ("c1", 1, True, False), ("c1", -2, False, True), ("c1", -1, False, False),
+        ("c2", 3, True, True), ("c2", 2, False, False), ("c2", -3, False, True), ("c2", 1, True, True),
+        ("c3", 1, True, False), ("c3", -1, True, True), ("c3", 2, None, True), ("c3", -2, False, False)]
+    return with_classes(pl.DataFrame(
+        [(c, f"{c}_{i}", float(p), ph, j) for i, (c, p, ph, j) in enumerate(rows)],
+        schema={"case_id": pl.String, "item_id": pl.String, "points": pl.Float64, "physician": pl.Boolean,
+                "judge": pl.Boolean}, orient="row").with_columns(
+        severity_class=pl.lit(None, pl.Int32), run_id=pl.lit("r"), sample=pl.lit(0, pl.Int32),
+        benchmark=pl.lit("drug_safety"), text=pl.lit("criterion")))
+
+
+def test_sensitivity_and_specificity_are_a_hand_count() -> None:
+    table = {r["item_class"]: r for r in agreement_by_class(_fixture_items(), 200, 1).iter_rows(named=True)}
+    every = table["all items"]
+    # physician met: c1 2 (judge 1), c2 2 (2), c3 2 (1) -> 4 / 6; not met: 5 items, judge says not met on 3
+    assert (every["items"], every["unsure"]) == (11, 1)
+    assert every["sensitivity"] == 4 / 6 and every["specificity"] == 3 / 5
+    assert every["agreement"] == 7 / 11
+    assert table["positive"]["sensitivity"] == 3 / 5 and table["positive"]["specificity"] == 1.0
+    assert table["negative"]["sensitivity"] == 1.0 and table["negative"]["specificity"] == 2 / 4
+    assert every["sensitivity_low"] < every["sensitivity"] < every["sensitivity_high"]
+
+
+def test_kappa_in_the_table_is_scikit_learns_with_a_case_bootstrap_interval() -> None:
+    from sklearn.metrics import cohen_kappa_score
+
+    items = _fixture_items()
+    every = agreement_by_class(items, 500, 1).row(0, named=True)
+    definite = items.filter(pl.col("physician").is_not_null())
+    assert every["kappa"] == pytest.approx(cohen_kappa_score(definite["physician"], definite["judge"]), abs=1e-12)
+    assert every["kappa_low"] <= every["kappa"] <= every["kappa_high"]
+
+
+def test_the_items_the_judge_errs_on_most_come_first() -> None:
+    errors = judge_errors(_fixture_items(), top=3)
+    assert errors.height == 3 and set(errors["errors"].to_list()) == {1}
+    assert errors["judge_false_met"].sum() + errors["judge_false_not_met"].sum() == 3
