@@ -1,6 +1,5 @@
-"""``bedside calibrate`` as a process, on a real Delta store of simulated runs. The ``human_labels`` table
-and its reader come with ``bedside labels import`` (another branch): until both are merged, the process
-gets ``toolkit.labels.read_labels`` from a stand-in that reads a Parquet file of the table's columns."""
+"""``bedside calibrate`` as a process, on a real Delta store of simulated runs whose physician labels went in
+through ``toolkit.labels.add_labels``, the checks and commit of ``bedside labels import``."""
 
 from __future__ import annotations
 
@@ -15,17 +14,6 @@ import toolkit as bs
 from tests.analysis_sim import write_run
 from tests.test_cli_process import bedside_process
 
-STAND_IN = """
-import os, types, polars as pl
-_labels = types.ModuleType("toolkit.labels")
-def _read(store, run_ids=None):
-    frame = pl.read_parquet(os.environ["BEDSIDE_TEST_LABELS"])
-    return frame if run_ids is None else frame.filter(pl.col("run_id").is_in(list(run_ids)))
-_labels.read_labels = _read
-sys.modules["toolkit.labels"] = _labels
-"""
-
-
 def physician_labels(decisions: pl.DataFrame, seed: int, flip: float = 0.15) -> pl.DataFrame:
     """The judge's pass-1 decisions with some flipped: a physician who disagrees with the judge at ``flip``;
     a second reviewer on the first 60 items and an unsure label."""
@@ -35,10 +23,19 @@ def physician_labels(decisions: pl.DataFrame, seed: int, flip: float = 0.15) -> 
         pl.lit(None, pl.String).alias("review_id"), pl.lit("dr-a").alias("reviewer"), "run_id", "case_id",
         pl.lit(0, pl.Int32).alias("sample"), "item_id",
         pl.Series("label", np.where(first["matched"].to_numpy() ^ flips, "met", "not_met")),
-        pl.lit(None, pl.Datetime("us", "UTC")).alias("labelled_at"))
+        pl.lit(None, pl.String).alias("labelled_at"))
     second = labels.head(60).with_columns(reviewer=pl.lit("dr-b"))
     unsure = labels.slice(60, 1).with_columns(reviewer=pl.lit("dr-b"), label=pl.lit("unsure"))
     return pl.concat([labels, second, unsure])
+
+
+def store_labels(store: bs.Store, labels: pl.DataFrame) -> pl.DataFrame:
+    """``labels`` added to the store as ``bedside labels import`` adds a file's; the stored rows."""
+    from toolkit.labels import add_labels, read_labels
+
+    rows = [{**row, "where": f"labels row {i + 1}"} for i, row in enumerate(labels.iter_rows(named=True))]
+    add_labels(store, rows, "physician_labels")
+    return read_labels(store)
 
 
 @pytest.fixture(scope="module")
@@ -49,17 +46,12 @@ def labelled_store(tmp_path_factory, sample_dataset) -> tuple[Path, Path, pl.Dat
     write_run(store, sample_dataset, "weak", -0.4, 2)
     write_run(store, sample_dataset, "unlabelled", 0.0, 3)
     decisions = store.read("decisions", ["strong", "weak"])
-    labels = physician_labels(decisions, 4)
-    path = root.parent / "labels.parquet"
-    labels.write_parquet(path)
-    return root, path, labels
+    labels = store_labels(store, physician_labels(decisions, 4))
+    return root, root, labels
 
 
-def calibrate(args: list[str], labels: Path) -> object:
-    import os
-
-    os.environ["BEDSIDE_TEST_LABELS"] = str(labels)
-    return bedside_process(["calibrate", *args], prelude=STAND_IN)
+def calibrate(args: list[str], _store: Path) -> object:
+    return bedside_process(["calibrate", *args])
 
 
 def test_json_holds_corrected_estimates_under_corrected_with_overall(labelled_store) -> None:

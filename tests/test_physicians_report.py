@@ -1,11 +1,10 @@
 """The report's "Judge vs physicians" section: there with the numbers of ``calibrate`` when the runs have
-physician labels, absent (and the report unchanged) when they have none. The labels reach the report through
-``toolkit.labels.read_labels``, stood in for here until the labels table's branch is merged."""
+physician labels, absent (and the report unchanged) when they have none. The labels are in the store, added
+as ``bedside labels import`` adds them."""
 
 from __future__ import annotations
 
-import sys
-import types
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -13,30 +12,27 @@ import pytest
 
 import toolkit as bs
 from tests.analysis_sim import write_run
-from tests.test_physicians_cli import physician_labels
+from tests.test_physicians_cli import physician_labels, store_labels
 from toolkit.report import ReportOptions, write_report
 
 OPTIONS = ReportOptions(samples=200, figures=False)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, sample_dataset) -> tuple[Path, pl.DataFrame]:
-    root = tmp_path_factory.mktemp("physicians-report") / "store"
-    store = bs.Store.open(root)
+def runs(tmp_path_factory, sample_dataset) -> tuple[Path, pl.DataFrame, Path]:
+    """A store whose two runs have labels, and one of the same runs without."""
+    bare = tmp_path_factory.mktemp("physicians-report") / "store"
+    store = bs.Store.open(bare)
     write_run(store, sample_dataset, "strong", 0.8, 1, passes=2)
     write_run(store, sample_dataset, "weak", -0.4, 2)
-    return root, physician_labels(store.read("decisions", ["strong", "weak"]), 4)
+    root = bare.parent / "labelled"
+    shutil.copytree(bare, root, symlinks=True)
+    store = bs.Store.open(root)
+    return root, store_labels(store, physician_labels(store.read("decisions", ["strong", "weak"]), 4)), bare
 
 
-def stand_in(monkeypatch, labels: pl.DataFrame) -> None:
-    module = types.ModuleType("toolkit.labels")
-    module.read_labels = lambda store, run_ids=None: labels.filter(pl.col("run_id").is_in(list(run_ids or [])))
-    monkeypatch.setitem(sys.modules, "toolkit.labels", module)
-
-
-def test_labelled_runs_get_the_section_with_calibrates_numbers(runs, tmp_path, monkeypatch) -> None:
-    root, labels = runs
-    stand_in(monkeypatch, labels)
+def test_labelled_runs_get_the_section_with_calibrates_numbers(runs, tmp_path) -> None:
+    root, labels, _ = runs
     paths = write_report(bs.Store.open(root), None, tmp_path / "r", OPTIONS)
     html = Path(paths.html).read_text()
     markdown = Path(paths.markdown).read_text().replace("\\[", "[").replace("\\]", "]")
@@ -51,9 +47,8 @@ def test_labelled_runs_get_the_section_with_calibrates_numbers(runs, tmp_path, m
     assert {"physicians_accuracy.csv", "physicians_leaderboard.csv", "physicians_errors.csv"} <= tables
 
 
-def test_without_labels_the_report_has_no_such_section(runs, tmp_path, monkeypatch) -> None:
-    root, labels = runs
-    stand_in(monkeypatch, labels.clear())
-    paths = write_report(bs.Store.open(root), None, tmp_path / "r", OPTIONS)
+def test_without_labels_the_report_has_no_such_section(runs, tmp_path) -> None:
+    _, _, bare = runs
+    paths = write_report(bs.Store.open(bare), None, tmp_path / "r", OPTIONS)
     assert "Judge vs physicians" not in Path(paths.markdown).read_text()
     assert not [p for p in (tmp_path / "r" / "tables").iterdir() if p.name.startswith("physicians")]

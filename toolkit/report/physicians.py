@@ -17,10 +17,8 @@ from toolkit.store import Store
 
 def stored_labels(store: Store, run_ids: list[str]) -> pl.DataFrame | None:
     """The ``human_labels`` rows of these runs; None when there are none."""
-    try:
-        from toolkit.labels import read_labels  # the labels table's own reader
-    except ImportError:  # a toolkit without the labels table (before its branch is merged): nothing to show
-        return None
+    from toolkit.labels import read_labels
+
     labels = read_labels(store, run_ids)
     return labels if labels.height else None
 
