@@ -12,8 +12,9 @@ server's CPU meanwhile; then the median against the target 1.25 x limit + 1.5 s.
 machine with the simulated server (and with anything else running): the load average is printed for context.
 
 Beside it, the floor the openai SDK sets, from a fresh interpreter (``--floor``): the CPU of ``import
-openai`` and of each of 2*N bare chat calls made as the collector makes them (its SDK client, ``post`` and
-the capped read) and nothing else; a run pays both before anything of its own.
+openai`` and of each of 2*N bare answer calls (the prompts twice; judge calls carry more) made as the
+collector makes them (its SDK client, ``post`` and the capped read) and nothing else; a run pays both before
+anything of its own.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def one_run(store: Path, panel_path: Path, base_url: str, concurrency: int, n: i
 
 
 def floor(base_url: str, panel_path: Path, concurrency: int) -> None:
-    """In a fresh interpreter: print the CPU seconds of ``import openai``, then of each of 2*N bare calls."""
+    """In a fresh interpreter: print the CPU seconds of ``import openai``, then of each of 2*N bare answer calls."""
     cpu0 = time.process_time()
     import openai  # noqa: F401
 
@@ -153,7 +154,7 @@ def main() -> None:
                       f"calls + {wall - last:.3f} s after the last; CPU {cpu:.3f} s, simulated server CPU "
                       f"{process_cpu(server.pid) - server0:.3f} s; load {os.getloadavg()[0]:.2f}")
             imported, per_call = sdk_floor(base_url, panel_path, args.concurrency, env)
-            print(f"the openai SDK's floor: import openai {imported:.3f} s CPU + {2 * n} bare calls x "
+            print(f"the openai SDK's floor: import openai {imported:.3f} s CPU + {2 * n} bare answer calls x "
                   f"{1000 * per_call:.3f} ms CPU = {imported + 2 * n * per_call:.3f} s CPU, before anything else")
         finally:
             server.terminate()
