@@ -32,6 +32,7 @@ from toolkit.collect.journal import RunJournal
 from toolkit.store import Store
 
 RAMP_STEP_S = 0.001  # workers start this far apart (see Collector._worker)
+TICK_S = 1.0  # the progress view is ticked at least this often
 
 
 @dataclass(frozen=True)
@@ -351,14 +352,19 @@ async def _drive(collectors: list[Collector], journals: list[RunJournal], pool: 
     """Run the collectors, checkpointing every ``interval`` s; True when stopped by a signal."""
 
     async def checkpoints() -> None:
+        # The progress view ticks at least every TICK_S whatever the checkpoint interval.
+        tick = min(interval, TICK_S)
+        due = time.monotonic() + interval
         while True:
-            await asyncio.sleep(interval)
-            for journal in journals:  # the store commits on a thread: calls keep completing meanwhile
-                journal.rotate()
-                try:
-                    await asyncio.to_thread(journal.commit_rotated)
-                except Exception:  # noqa: BLE001 - it stays pending: the next checkpoint tries again, and
-                    pass  # the last one (``RunJournal.close``) fails the run, never leaving rows unseen
+            await asyncio.sleep(min(tick, max(0.0, due - time.monotonic())))
+            if time.monotonic() >= due:
+                for journal in journals:  # the store commits on a thread: calls keep completing meanwhile
+                    journal.rotate()
+                    try:
+                        await asyncio.to_thread(journal.commit_rotated)
+                    except Exception:  # noqa: BLE001 - it stays pending: the next checkpoint tries again, and
+                        pass  # the last one (``RunJournal.close``) fails the run, never leaving rows unseen
+                due = time.monotonic() + interval
             view.tick()
 
     async def everything() -> None:

@@ -189,7 +189,9 @@ class CollectSettings:
     reasoning_effort: str | None = None
     judge_reasks: int = DEFAULT_JUDGE_REASKS  # extra judge calls after an invalid reply
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    checkpoint_s: float = 2.0
+    # Seconds between checkpoints while calls complete (the journal keeps them safe in between): each one
+    # commits and re-scores the whole run so far, CPU taken from the calls in flight.
+    checkpoint_s: float = 5.0
     # Registered `bedside db` files are refreshed (each a DuckDB file rewritten) at most this often while the run is
     # collected, and always once at its end (the finished run shows there); the checkpoints in between
     # only mark a refresh as due.
