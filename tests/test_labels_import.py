@@ -266,7 +266,7 @@ def test_a_csv_missing_a_column_is_refused_at_its_header(two_runs: Store, tmp_pa
     assert snapshot(two_runs.root) == before
 
 
-def test_the_demo_physician_labels_six_cases_of_each_run_with_the_simulators_truth(demo_store: Path) -> None:
+def test_the_demo_physician_labels_twenty_cases_of_each_run_with_the_simulators_truth(demo_store: Path) -> None:
     import polars as pl
 
     from toolkit.collect.demo import DEMO_MODELS, DEMO_PHYSICIAN
@@ -276,8 +276,8 @@ def test_the_demo_physician_labels_six_cases_of_each_run_with_the_simulators_tru
     assert set(labels["reviewer"]) == {DEMO_PHYSICIAN} and set(labels["label"]) == {"met", "not_met"}
     per_run = labels.group_by("run_id").agg(pl.col("case_id").n_unique().alias("cases"),
                                             pl.struct("case_id", "sample").n_unique().alias("answers"))
-    assert sorted(per_run.rows()) == sorted((r, 6, 18) for r in DEMO_MODELS)
-    assert labels.group_by("case_id").agg(pl.col("run_id").n_unique())["run_id"].to_list() == [4] * 6  # paired
+    assert sorted(per_run.rows()) == sorted((r, 20, 60) for r in DEMO_MODELS)
+    assert labels.group_by("case_id").agg(pl.col("run_id").n_unique())["run_id"].to_list() == [4] * 20  # paired
     decisions = store.read("decisions", list(DEMO_MODELS))
     joined = labels.join(decisions, on=["run_id", "case_id", "sample", "item_id"])
     agree = joined.group_by("judge_model").agg(((pl.col("label") == "met") == pl.col("matched")).mean().alias("a"))

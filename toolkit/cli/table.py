@@ -29,7 +29,7 @@ SECONDARY_COLUMNS = (
 # (the raw p before the adjusted one: a row's verdict is its family's).
 ESSENTIAL_COLUMNS = (
     "run_id", "run", "run_a", "run_b", "rater_a", "rater_b", "scope", "benchmark", "reason", "text", "overall",
-    "overall [95% ci]", "mean", "mean [95% ci]", "delta", "delta [95% ci]", "value", "value [95% ci]", "rank", "ci_low", "ci_high", "ci95_low", "ci95_high", "p_holm", "p_value", "miss_rate",
+    "overall [95% ci]", "mean", "mean [95% ci]", "corrected [95% ci]", "delta", "delta [95% ci]", "value", "value [95% ci]", "rank", "ci_low", "ci_high", "ci95_low", "ci95_high", "p_holm", "p_value", "miss_rate",
     "match_rate", "f1", "severe_omission_case_rate", "severe_commission_case_rate", "precision", "recall",
     "percent_agreement", "cohen_kappa", "fleiss_kappa", "krippendorff_alpha", "discrimination", "rank_low",
     "rank_high", "n_benchmarks", "completed / failed / not attempted", "completed", "failed", "not_attempted",

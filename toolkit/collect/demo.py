@@ -7,7 +7,7 @@ A second simulated judge (``sim/judge-noisy``, two passes) grades the same answe
 judge`` would, so judge agreement and judge noise have something to show; the primary judge stays
 ``sim/judge``, so scores and leaderboard come from it alone.
 
-A simulated physician (``sim/physician``) then labels every rubric item of every answer of six of the ten
+A simulated physician (``sim/physician``) then labels every rubric item of every answer of 20 of the 30
 cases of each run with the simulator's ground truth (what the answer states, read by the rule its answers
 are written to: ``toolkit.sim.models.answer_states``), through the same checks as ``bedside labels
 import``. The primary judge reads by that same rule, so it agrees with the physician; the noisy judge
@@ -55,7 +55,7 @@ DEMO_ANSWER_SPREAD = 0.3
 DEMO_MARK = "bedside demo"  # settings["collected_by"] of the runs the demo wrote
 _STORE_ENTRIES = {*TABLES, *LABEL_TABLES, "journal", ".locks"}
 DEMO_PHYSICIAN = "sim/physician"
-DEMO_LABELLED_CASES = 6  # of the sample's ten: most cases labelled, a few left to the judge alone
+DEMO_LABELLED_CASES = 20  # of the sample's 30: enough for the corrected overall's interval, 10 left to the judge
 DEMO_LABEL_SEED = 20
 
 
