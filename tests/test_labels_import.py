@@ -208,6 +208,8 @@ MALFORMED = {
     "wrong label": (_bad_table(_set("label", "yes")), "line 2: label: 'yes' is not one of met, not_met, unsure"),
     "sample not a number": (_bad_table(_set("sample", 1.5)), "line 2: sample: 1.5 is not a whole number >= 0"),
     "sample a boolean": (_bad_table(_set("sample", True)), "line 2: sample: True is not a whole number >= 0"),
+    # str.isdigit() holds for "²" but int() refuses it: one line, not a crash
+    "sample a superscript digit": (_bad_table(_set("sample", "²")), "line 2: sample: '²' is not a whole number >= 0"),
     "reviewer not text": (_bad_table(_set("reviewer", 7)), "line 2: reviewer: must be text (got 7)"),
     "time without offset": (_bad_table(_set("labelled_at", "2025-03-01T10:00:00")),
                             "line 2: labelled_at: '2025-03-01T10:00:00' is not an ISO-8601 time with its UTC offset"),

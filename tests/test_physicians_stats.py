@@ -165,3 +165,27 @@ def test_the_items_the_judge_errs_on_most_come_first() -> None:
     errors = judge_errors(_fixture_items(), top=3)
     assert errors.height == 3 and set(errors["errors"].to_list()) == {1}
     assert errors["judge_false_met"].sum() + errors["judge_false_not_met"].sum() == 3
+
+
+def test_a_benchmark_with_one_labelled_case_says_one_not_zero() -> None:
+    from toolkit.analysis.physicians import OVERALL, corrected_means
+
+    # benchmark "a": 3 labelled cases of 4; "b": 1 labelled case of 4 (too few for its own estimate)
+    cases = pl.DataFrame({
+        "run_id": ["r"] * 8, "case_id": [f"c{i}" for i in range(8)], "benchmark": ["a"] * 4 + ["b"] * 4,
+        "judge": [0.5, 0.6, 0.7, 0.8, 0.2, 0.3, 0.4, 0.5],
+        "physician": [0.4, 0.6, 0.6, None, 0.1, None, None, None],
+        "judge_labelled": [0.5, 0.6, 0.7, None, 0.2, None, None, None],
+        "labels": [3, 3, 3, None, 3, None, None, None]})
+    corrected, plan = corrected_means(cases, ["r"])
+    counts = dict(corrected.select("benchmark", "labelled_cases").iter_rows())
+    assert counts == {"a": 3, "b": 1, OVERALL: 4}
+    note = corrected.filter(pl.col("benchmark") == "b")["ci_note"][0]
+    assert note.startswith("1 labelled case(s)")
+    assert plan["labelled_cases"].to_list() == [4]
+    # one labelled case in all: no estimate at all, and still counted
+    one = cases.with_columns(pl.when(pl.col("case_id") == "c4").then(pl.col(c)).otherwise(None).alias(c)
+                             for c in ("physician", "judge_labelled", "labels"))
+    corrected, plan = corrected_means(one, ["r"])
+    assert dict(corrected.select("benchmark", "labelled_cases").iter_rows()) == {"a": 0, "b": 1, OVERALL: 1}
+    assert corrected["mean"].null_count() == 3 and plan["labelled_cases"].to_list() == [1]

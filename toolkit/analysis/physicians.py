@@ -156,7 +156,7 @@ def _estimates(frame: pl.DataFrame, keys: dict, value: str, labelled_value: str,
     for bench in _benchmark_order([k[0] for k in parts_of]):
         mine = parts_of[(bench,)]
         est = _estimate(mine, value, labelled_value, truth)
-        n = 0 if est is None else est.labelled
+        n = int(mine[truth].is_not_null().sum())  # also when too few for an estimate: say how many there are
         why = f"{n} labelled case(s): too few to correct" if est is None else few
         rows.append({**keys, "benchmark": bench, "judge_mean": mine[value].mean(), **_row(est, n >= minimum, why),
                      "labelled_cases": n, "labels": int(mine["labels"].sum() or 0), "cases": mine.height})
@@ -164,7 +164,7 @@ def _estimates(frame: pl.DataFrame, keys: dict, value: str, labelled_value: str,
         totals.append(mine.height)
     whole = bool(parts) and all(p is not None for p in parts)
     macro = macro_mean(parts) if whole else weighted_macro(frame, value, labelled_value, truth)
-    n = sum(p.labelled for p in parts if p is not None) if macro is None else macro.labelled
+    n = int(frame[truth].is_not_null().sum()) if macro is None else macro.labelled
     floor = minimum if whole else max(minimum, MIN_WEIGHTED)
     why = ("too few labelled cases to correct" if macro is None
            else f"fewer than {floor} labelled cases: no valid 95% interval")

@@ -99,7 +99,7 @@ def _label(value: object, where: str, problems: list[str]) -> str | None:
 def _sample(value: object, where: str, problems: list[str]) -> int | None:
     if value is None or value == "":
         return 0
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():  # "²" is a digit to isdigit
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _INT32:
         problems.append(f"{where}: sample: {shorten(repr(value), 40)} is not a whole number >= 0")
