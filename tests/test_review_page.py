@@ -196,3 +196,25 @@ def test_a_review_of_an_unknown_run_or_too_many_cases_is_one_line(tmp_path: Path
                             "--store", str(store.root)])
     assert many.returncode == 0, many.stderr
     assert f"{sample_dataset.cases.height} cases, {sample_dataset.cases.height} answers of 1 runs" in many.stdout
+
+
+def test_a_review_draws_its_cases_within_benchmarks_spread_over_them() -> None:
+    """Corrected scores are estimated per benchmark: 20 cases of 10 benchmarks of 3 are 2 of each, in a
+    random order; with fewer cases than benchmarks no benchmark gets two."""
+    import random
+
+    import polars as pl
+
+    from toolkit.labels import draw_cases
+
+    rows = pl.DataFrame({"case_id": [f"c{i}" for i in range(30)], "benchmark": [f"b{i % 10}" for i in range(30)]})
+    bench = dict(zip(rows["case_id"], rows["benchmark"]))
+    for seed in range(20):
+        picked = draw_cases(rows, 20, random.Random(seed))
+        assert len(set(picked)) == 20
+        assert sorted(pl.Series([bench[c] for c in picked]).value_counts()["count"].to_list()) == [2] * 10
+        few = draw_cases(rows, 7, random.Random(seed))
+        assert len({bench[c] for c in few}) == 7
+    seen = {tuple(draw_cases(rows, 20, random.Random(s))) for s in range(20)}
+    assert len(seen) == 20  # the seed decides which cases and their order
+    assert len(draw_cases(rows, 50, random.Random(1))) == 30

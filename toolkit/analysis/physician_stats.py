@@ -89,9 +89,14 @@ def ppi_mean(y: np.ndarray, yhat: np.ndarray, yhat_unlabelled: np.ndarray, lam: 
     # A lambda fitted on the labelled cases is a regression slope: the rectifier is a residual with two
     # parameters spent (mean and slope), as in ordinary least squares.
     ddof = (2 if tuned and lam > 0 else 1) if small_sample else 0
-    imputed_var = float(imputed.var(ddof=min(ddof, 1))) if big_n > 1 or not small_sample else 0.0
+    if small_sample:  # var(Yhat) from every case's judge score: a few unlabelled cases (or one) cannot give it
+        every = np.concatenate([yhat, rest])
+        imputed_var = lam * lam * float(every.var(ddof=1)) if big_n and every.size > 1 else 0.0
+        imputed_df = every.size - 1.0
+    else:
+        imputed_var, imputed_df = float(imputed.var()), big_n - 1.0
     rectifier_var = float(rectifier.var(ddof=ddof)) if n > ddof else math.nan
-    terms = [(rectifier_var / n, n - float(ddof)), (imputed_var / big_n if big_n else 0.0, big_n - 1.0)]
+    terms = [(rectifier_var / n, n - float(ddof)), (imputed_var / big_n if big_n else 0.0, imputed_df)]
     df = satterthwaite(terms) if small_sample else math.inf
     return PPIMean(mean, math.sqrt(sum(v for v, _ in terms)), float(lam), n, big_n, rectifier_var, imputed_var, df)
 

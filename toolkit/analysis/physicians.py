@@ -47,9 +47,11 @@ MIN_PER_BENCHMARK = 2  # a benchmark's variance needs two labelled cases
 # Below this many labelled cases in a benchmark lambda is not tuned but 1 (plain PPI): a slope fitted on
 # fewer cases is noise, and its interval under-covers (92% at 25 labelled cases in two benchmarks).
 MIN_TUNED = 20
-# The overall mean when a benchmark has too few labelled cases of its own (``weighted_macro``) shows an
-# interval from this many labelled cases (simulated coverage 92% at 10, 93-94% from 25).
-MIN_WEIGHTED = 20
+# The overall mean when a benchmark has too few labelled cases of its own (``weighted_macro``) is shown
+# without an interval: it is used exactly when the labels missed a benchmark, and then its variance misses
+# that benchmark's share (coverage 0-69% in simulation with unequal benchmarks).
+UNBALANCED = ("a benchmark has fewer than 2 labelled cases: no valid 95% interval (label at least 2 cases in "
+              "every benchmark; `bedside review` draws them so)")
 METHOD_NOTE = ("corrected = PPI++ (power-tuned prediction-powered inference) per benchmark from physician case "
                "scores of the labelled cases and judge scores of all cases (lambda 1 below 20 labelled cases); "
                "overall = mean over benchmarks; 95% Student t intervals; valid when the labelled cases are a "
@@ -165,11 +167,10 @@ def _estimates(frame: pl.DataFrame, keys: dict, value: str, labelled_value: str,
     whole = bool(parts) and all(p is not None for p in parts)
     macro = macro_mean(parts) if whole else weighted_macro(frame, value, labelled_value, truth)
     n = int(frame[truth].is_not_null().sum()) if macro is None else macro.labelled
-    floor = minimum if whole else max(minimum, MIN_WEIGHTED)
     why = ("too few labelled cases to correct" if macro is None
-           else f"fewer than {floor} labelled cases: no valid 95% interval")
+           else f"fewer than {minimum} labelled cases: no valid 95% interval" if whole else UNBALANCED)
     judge = float(np.mean([r["judge_mean"] for r in rows])) if rows else None
-    rows.append({**keys, "benchmark": OVERALL, "judge_mean": judge, **_row(macro, n >= floor, why),
+    rows.append({**keys, "benchmark": OVERALL, "judge_mean": judge, **_row(macro, whole and n >= minimum, why),
                  "labelled_cases": n, "labels": sum(r["labels"] for r in rows), "cases": sum(totals)})
     return rows, parts, totals
 

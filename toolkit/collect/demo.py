@@ -38,7 +38,7 @@ from toolkit.collect.settings import DEFAULT_CONCURRENCY, CollectSettings, Endpo
 from toolkit.sim import SimConfig, SimServer
 from toolkit.sim.models import answer_states
 from toolkit.dataset import load_dataset
-from toolkit.labels import ImportSummary, add_labels
+from toolkit.labels import ImportSummary, add_labels, draw_cases
 from toolkit.store import Store, StoreError, default_store_path
 from toolkit.store.runs_ops import delete_run
 from toolkit.summary import summarize
@@ -148,14 +148,14 @@ def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENC
 def physician_labels(store: Store, run_ids: list[str], cases: int = DEMO_LABELLED_CASES,
                      seed: int = DEMO_LABEL_SEED) -> ImportSummary:
     """The simulated physician's labels: each rubric item of each answer (the latest successful attempt of
-    every sample) of ``cases`` cases drawn by ``seed`` (the same cases for every run), met when the answer
-    states it, by the rule the simulated answers are written to."""
+    every sample) of ``cases`` cases drawn by ``seed`` within benchmarks (``draw_cases``; the same cases for
+    every run), met when the answer states it, by the rule the simulated answers are written to."""
     answers = store.read("answers", run_ids, columns=["run_id", "case_id", "sample", "attempt", "answer", "error"])
     answers = answers.filter(pl.col("error").is_null() & pl.col("answer").is_not_null()).sort("attempt") \
         .unique(["run_id", "case_id", "sample"], keep="last").sort("run_id", "case_id", "sample")
     digests = store.read("runs", run_ids, columns=["dataset_sha256"])["dataset_sha256"].unique().to_list()
-    case_rows = store.read("cases", keys=digests, columns=["case_id", "position"]).sort("position")
-    chosen = set(random.Random(seed).sample(case_rows["case_id"].to_list(), min(cases, case_rows.height)))
+    case_rows = store.read("cases", keys=digests, columns=["case_id", "benchmark", "position"]).sort("position")
+    chosen = set(draw_cases(case_rows, cases, random.Random(seed)))  # as `bedside review` draws them
     items = store.read("rubric_items", keys=digests, columns=["case_id", "item_id", "text"])
     rubric: dict[str, list[tuple[str, str]]] = {}
     for case_id, item_id, text in items.iter_rows():

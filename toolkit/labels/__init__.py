@@ -4,14 +4,15 @@ Public interface: ``write_review`` (``bedside review``: one self-contained HTML 
 in the store's ``reviews`` table), ``import_labels`` (``bedside labels import``: a page's export or a
 CSV/JSONL table into ``human_labels``, one commit), ``add_labels`` (rows a program made, such as the demo's
 simulated physician, through the same checks), ``read_labels`` (the stored labels), ``label_counts``
-(``bedside labels``), ``LabelsError`` and ``LABEL_VALUES``. Labels never change a judge's decisions.
+(``bedside labels``), ``draw_cases`` (which cases a review shows: at random within benchmarks, spread over
+them), ``LabelsError`` and ``LABEL_VALUES``. Labels never change a judge's decisions.
 """
 
 from __future__ import annotations
 
 from toolkit.labels._files import LABEL_VALUES, LabelsError
-from toolkit.labels._page import write_review
+from toolkit.labels._page import draw_cases, write_review
 from toolkit.labels._store import ImportSummary, add_labels, import_labels, label_counts, read_labels
 
-__all__ = ["ImportSummary", "LABEL_VALUES", "LabelsError", "add_labels", "import_labels", "label_counts",
-           "read_labels", "write_review"]
+__all__ = ["ImportSummary", "LABEL_VALUES", "LabelsError", "add_labels", "draw_cases", "import_labels",
+           "label_counts", "read_labels", "write_review"]

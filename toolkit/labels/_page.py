@@ -66,7 +66,7 @@ def choose(store: Store, run_ids: list[str], cases: int, seed: int) -> tuple[pl.
     if not eligible:
         raise StoreError(f"review: no case has an answer from every run of {', '.join(run_ids)}")
     rng = random.Random(seed)
-    picked = rng.sample(eligible, min(cases, len(eligible)))
+    picked = draw_cases(case_rows.filter(pl.col("case_id").is_in(eligible)), cases, rng)
     by_key = {(r["run_id"], r["case_id"]): r for r in shown.to_dicts()}
     used: set[str] = set()
     out: list[Shown] = []
@@ -75,6 +75,24 @@ def choose(store: Store, run_ids: list[str], cases: int, seed: int) -> tuple[pl.
             row = by_key[(run_id, case_id)]
             out.append(Shown(_blind(used), run_id, case_id, row["sample"], row["answer"], row["answer_sha256"]))
     return case_rows, data.rubric_items, out
+
+
+def draw_cases(case_rows: pl.DataFrame, n: int, rng: random.Random) -> list[str]:
+    """``n`` case ids drawn at random within benchmarks, as evenly over the benchmarks as they allow (round
+    by round, one case of each benchmark in a random order), in a random order. Corrected scores are
+    estimated per benchmark and need labelled cases in each; within a benchmark the draw is a simple random
+    sample, which their intervals assume."""
+    groups: dict[str, list[str]] = {}
+    for case_id, benchmark in case_rows.select("case_id", "benchmark").iter_rows():
+        groups.setdefault(benchmark, []).append(case_id)
+    queues = [rng.sample(ids, len(ids)) for ids in groups.values()]
+    picked: list[str] = []
+    while len(picked) < n and any(queues):
+        for queue in rng.sample(queues, len(queues)):
+            if queue and len(picked) < n:
+                picked.append(queue.pop())
+    rng.shuffle(picked)
+    return picked
 
 
 def _blind(used: set[str]) -> str:
