@@ -18,8 +18,9 @@ from typing import Any, Iterator
 import polars as pl
 import pyarrow as pa
 
-from toolkit.store import commits, delta, live as writes, transaction
+from toolkit.store import commits, delta, live as writes, location, transaction
 from toolkit.store.delta import PART, SCORES
+from toolkit.store.location import ObjectPath
 from toolkit.store.locks import run_lock, store_lock
 from toolkit.store.paths import (StoreError, check_store_folder, claim_store_folder, default_store_path, new_run_id,
                                  MARKER, normal_run_id, part_of as _part, safe_segment)
@@ -51,17 +52,27 @@ class _Snapshot:
 
 @dataclass(frozen=True)
 class Store:
-    root: Path
+    root: Path | ObjectPath  # a folder, or an ``s3://`` prefix (``toolkit.store.location``)
     pinned: int | None = field(default=None)  # read the store as of this runs-table version
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(self.root))  # ``Store("results")`` as well as a Path
+        # ``Store("results")`` or ``Store("s3://bucket/store")`` as well as a Path
+        root = location.parse(self.root)
+        if isinstance(root, ObjectPath):
+            location.check_settings(str(root))
+        object.__setattr__(self, "root", root)
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str] | None = None, version: int | None = None) -> "Store":
-        """The store at ``root``, else ``default_store_path()`` ($BEDSIDE_STORE, else ./data/results);
-        ``version``: read it as it was at that store version (time travel; writes are refused)."""
-        return cls(Path(root) if root is not None else default_store_path(), version)
+    def open(cls, root: str | os.PathLike[str] | ObjectPath | None = None, version: int | None = None) -> "Store":
+        """The store at ``root`` (a folder or an ``s3://bucket/prefix`` URL), else ``default_store_path()``
+        ($BEDSIDE_STORE, else ./data/results); ``version``: read it as it was at that store version (time
+        travel; writes are refused)."""
+        return cls(root if root is not None else default_store_path(), version)
+
+    @property
+    def is_remote(self) -> bool:
+        """Whether the store lies in an object store (an ``s3://`` URL) rather than a local folder."""
+        return isinstance(self.root, ObjectPath)
 
     def _path(self, table: str) -> Path:
         return self.root / table
@@ -70,6 +81,8 @@ class Store:
 
     def _check_layout(self) -> None:
         check_store_folder(self.root)  # a folder that is not a store: one line, before anything is read
+        if self.is_remote:  # object stores hold stores of this layout only
+            return
         runs = self._path("runs")
         # A marked store is never of the old layout: its runs table may be in its first commit (another writer).
         if runs.is_dir() and not delta.is_table(runs) and not (self.root / MARKER).exists() \
@@ -258,6 +271,9 @@ class Store:
     def _writable(self) -> None:
         if self.pinned is not None:
             raise StoreError(f"{self.root}: opened at version {self.pinned} for reading; open it without a version to write")
+        unsafe = location.unsafe_to_write() if self.is_remote else None
+        if unsafe:
+            raise StoreError(f"{self.root}: refusing to write: {unsafe}")
         claim_store_folder(self.root)  # a new store gets its marker; a folder that is not one is refused
 
     @contextmanager
@@ -286,8 +302,11 @@ class Store:
         return commits.batch(self, every_s)
 
     def journal_dir(self, run_id: str) -> Path:
-        """Where the write-ahead journal of a run being collected lives (created by the journal)."""
-        return self.root / "journal" / safe_segment(self._canon(run_id))
+        """Where the write-ahead journal of a run being collected lives (created by the journal): in the store,
+        or for an object store on this machine (``location.journal_root``): a journal is appended line by line,
+        which objects are not, and it is the collecting machine's (resume a run where it was collected)."""
+        root = location.journal_root(self.root) if self.is_remote else self.root / "journal"
+        return root / safe_segment(self._canon(run_id))
 
     def write_dataset(self, dataset) -> None:  # dataset: toolkit.dataset.Dataset (untyped: no upward import)
         """Store a dataset's cases and rubric items once per digest (idempotent across processes)."""

@@ -22,7 +22,9 @@ from typing import Any, Callable, TypeVar
 import polars as pl
 import pyarrow as pa
 
+from toolkit.store import location
 from toolkit.store.disk import SLACK, is_no_space, no_space, quiet_panics, room
+from toolkit.store.location import ObjectPath
 from toolkit.store.sealed import seal_added
 from toolkit.store.paths import StoreError
 from toolkit.tables import DATASET_TABLES, FILLED, SCORE_TABLES, STORED, constant
@@ -56,8 +58,29 @@ def partition_by(table: str) -> list[str] | None:
     return [PART] if table in RUN_DATA or table in DATASET_TABLES else None
 
 
+_REMOTE_TABLES: set[str] = set()  # object-store tables seen (a request each to find out otherwise)
+
+
 def is_table(path: Path) -> bool:
+    if isinstance(path, ObjectPath):
+        if str(path) not in _REMOTE_TABLES and (path / "_delta_log").is_dir():
+            _REMOTE_TABLES.add(str(path))
+        return str(path) in _REMOTE_TABLES
     return (path / "_delta_log").is_dir()
+
+
+def _open(path: Path) -> Any:
+    """The table's DeltaTable (an object store's with the environment's ``storage_options``)."""
+    from deltalake import DeltaTable
+
+    if isinstance(path, ObjectPath):
+        return DeltaTable(str(path), storage_options=location.storage_options())
+    return DeltaTable(str(path))
+
+
+def _failed(path: Path, what: str, error: Exception) -> StoreError:
+    shown = location.first_line(error) if isinstance(path, ObjectPath) else error
+    return StoreError(f"{path}: {what}: {shown}")
 
 
 def _conflict(error: Exception) -> bool:
@@ -83,7 +106,7 @@ def retry(action: Callable[[], T], path: Path, what: str, need: int = 0) -> T:
             if is_no_space(error):
                 raise no_space(path) from None
             if not _conflict(error) or attempt == _RETRIES - 1:
-                raise StoreError(f"{path}: {what}: {error}") from error
+                raise _failed(path, what, error) from error
         time.sleep(delay * (0.5 + random.random()))
         delay = min(0.5, delay * 1.6)
     raise AssertionError("unreachable")
@@ -94,8 +117,9 @@ def ensure(path: Path, table: str) -> None:
 
     if is_table(path):
         return
+    remote = {"storage_options": location.storage_options()} if isinstance(path, ObjectPath) else {}
     retry(lambda: DeltaTable.create(str(path), physical_schema(table), mode="ignore",
-                                    partition_by=partition_by(table), name=table), path, "create", SLACK)
+                                    partition_by=partition_by(table), name=table, **remote), path, "create", SLACK)
 
 
 def overwrite(path: Path, table: str, data: pa.Table, predicate: str) -> None:
@@ -122,7 +146,7 @@ def _write(path: Path, data: pa.Table, **options: Any) -> None:
     whole log, a cost that grows with the store. Reused only while the log file of the
     version it holds is still the same file (a table removed and created again is loaded anew); taken out
     of the cache while in use (threads); dropped on an error (the retry loads it afresh)."""
-    from deltalake import DeltaTable, write_deltalake
+    from deltalake import write_deltalake
 
     with _WRITERS_GUARD:
         cached = _WRITERS.pop(str(path), None)
@@ -131,7 +155,7 @@ def _write(path: Path, data: pa.Table, **options: Any) -> None:
         table = cached[0]
         table.update_incremental()
     if table is None:
-        table = DeltaTable(str(path))
+        table = _open(path)
     _widen(table, data.schema)
     write_deltalake(table, data, **options)
     seal_added(path, table.version())  # the committed files: read-only on disk
@@ -156,16 +180,16 @@ def _widen(table: Any, schema: pa.Schema) -> None:
 
 
 def delete(path: Path, predicate: str) -> None:
-    from deltalake import DeltaTable
-
     if is_table(path):
-        retry(lambda: DeltaTable(str(path)).delete(predicate), path, "delete")
+        retry(lambda: _open(path).delete(predicate), path, "delete")
         seal_added(path, latest_version(path))  # files a delete rewrote: read-only on disk
 
 
 def latest_version(path: Path) -> int | None:
     """The table's newest version from its log's file names (one directory listing; None: no table). A commit
     appears as ``<version>.json`` atomically, so the highest name is the latest committed version."""
+    if isinstance(path, ObjectPath):
+        return _remote_latest(path)
     try:
         names = os.listdir(path / "_delta_log")
     except FileNotFoundError:
@@ -174,9 +198,28 @@ def latest_version(path: Path) -> int | None:
     return max(versions, default=None)
 
 
+_LOG_TIMES: dict[tuple[str, int], int] = {}  # (object-store table, version) -> its log entry's time, as listed
+
+
+def _remote_latest(path: ObjectPath) -> int | None:
+    """As ``latest_version``, from one listing of the log's keys (which also gives their times)."""
+    latest = None
+    for entry in (path / "_delta_log").listing():
+        name = entry.name
+        if len(name) == 25 and name.endswith(".json") and name[:20].isdigit():
+            version = int(name[:20])
+            if len(_LOG_TIMES) > 4096:
+                _LOG_TIMES.clear()
+            _LOG_TIMES[(str(path), version)] = entry.stat().st_mtime_ns
+            latest = version if latest is None else max(latest, version)
+    return latest
+
+
 def version_key(path: Path, version: int) -> tuple:
     """A cache key of one committed version: the table, the version and its log file's identity (a store
     deleted and written again in this process reuses version numbers, not log files)."""
+    if isinstance(path, ObjectPath):
+        return (str(path), version, _LOG_TIMES.get((str(path), version)))
     try:
         info = os.stat(path / "_delta_log" / f"{version:020d}.json")
         return (str(path), version, info.st_ino, info.st_mtime_ns)
@@ -231,11 +274,9 @@ def prefetch(paths: list[Path]) -> None:
 def load(path: Path, version: int | None = None, as_of: dt.datetime | None = None) -> Any:
     """The table's DeltaTable at its latest version (or ``version``, or the last commit at ``as_of``); None
     when the table was never written."""
-    from deltalake import DeltaTable
-
     if not is_table(path):
         return None
-    table = DeltaTable(str(path))
+    table = _open(path)
     if version is not None:
         table.load_as_version(version)
     elif as_of is not None:
@@ -248,9 +289,7 @@ def load(path: Path, version: int | None = None, as_of: dt.datetime | None = Non
 
 def commit_time(path: Path, version: int) -> dt.datetime:
     """When ``version`` of a table was committed (the time delta-rs itself travels by)."""
-    from deltalake import DeltaTable
-
-    for entry in DeltaTable(str(path)).history():
+    for entry in _open(path).history():
         if entry.get("version") == version and entry.get("timestamp") is not None:
             return dt.datetime.fromtimestamp(entry["timestamp"] / 1000, tz=dt.timezone.utc)
     log = path / "_delta_log" / f"{version:020d}.json"
@@ -306,7 +345,8 @@ def file_write_ids(path: Path) -> tuple[str, str, int] | None:
     key = str(path)
     if key not in _FILE_IDS:
         try:
-            ids = pl.read_parquet(key, columns=[WRITE_ID], hive_partitioning=False)[WRITE_ID]
+            ids = (_read_remote([path], "answers", [WRITE_ID]) if isinstance(path, ObjectPath)
+                   else pl.read_parquet(key, columns=[WRITE_ID], hive_partitioning=False))[WRITE_ID]
         except Exception:  # noqa: BLE001 - polars' errors have no common base
             return None
         if ids.null_count() or not len(ids):
@@ -358,6 +398,8 @@ def read_files(files: list[Path], table: str, columns: list[str]) -> pl.DataFram
     written before a FILLED column existed get it in a second polars pass. Should that fail, file by file with
     ``pyarrow.parquet``, which names a damaged file (or reads what polars refused)."""
     types = polars_schema(table, columns)
+    if files and isinstance(files[0], ObjectPath):
+        return _read_remote(files, table, columns)
     if files:
         names = [str(f) for f in files]
         try:
@@ -378,19 +420,32 @@ def read_files(files: list[Path], table: str, columns: list[str]) -> pl.DataFram
                     [pl.col(c).fill_null(FILLED[c]) for c in filled]).cast(types)
             except Exception:  # noqa: BLE001 - as above
                 pass
+    parts = [_read_one(f, table, columns) for f in files]
+    return pl.from_arrow(pa.concat_tables(parts) if parts else empty(table, columns)).cast(types)
+
+
+def _read_one(f: Path, table: str, columns: list[str]) -> pa.Table:
+    """One file's ``columns`` (those written before a FILLED column existed get its old value); StoreError
+    naming a file that cannot be read."""
     import pyarrow.parquet as pq
 
     schema = pa.schema([physical_schema(table).field(c) for c in columns])
-    parts = []
-    for f in files:
-        try:
-            source = pq.ParquetFile(f)
-            have = set(source.schema_arrow.names)
-            part = source.read(columns=[c for c in columns if c in have or c not in FILLED])
-            for c in columns:
-                if c not in have and c in FILLED:
-                    part = part.append_column(c, constant(FILLED[c], part.num_rows, schema.field(c).type))
-            parts.append(part.select(columns).cast(schema))
-        except (OSError, pa.ArrowException) as error:
-            raise StoreError(f"{f}: damaged part file: {str(error).splitlines()[0][:200]}") from None
-    return pl.from_arrow(pa.concat_tables(parts) if parts else empty(table, columns)).cast(types)
+    try:
+        source = pq.ParquetFile(f.open_input_file() if isinstance(f, ObjectPath) else f)
+        have = set(source.schema_arrow.names)
+        part = source.read(columns=[c for c in columns if c in have or c not in FILLED])
+        for c in columns:
+            if c not in have and c in FILLED:
+                part = part.append_column(c, constant(FILLED[c], part.num_rows, schema.field(c).type))
+        return part.select(columns).cast(schema)
+    except (OSError, pa.ArrowException) as error:
+        raise StoreError(f"{f}: damaged part file: {str(error).splitlines()[0][:200]}") from None
+
+
+def _read_remote(files: list[ObjectPath], table: str, columns: list[str]) -> pl.DataFrame:
+    """``read_files`` of an object store's files: fetched a few at a time (each is a request's round trip)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(8, len(files))) as pool:
+        parts = list(pool.map(lambda f: _read_one(f, table, columns), files))
+    return pl.from_arrow(pa.concat_tables(parts)).cast(polars_schema(table, columns))
