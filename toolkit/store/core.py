@@ -311,10 +311,12 @@ class Store:
     def write_dataset(self, dataset) -> None:  # dataset: toolkit.dataset.Dataset (untyped: no upward import)
         """Store a dataset's cases and rubric items once per digest (idempotent across processes)."""
         self._writable()
+        if self.has_dataset(dataset.sha256):  # stored already: no lock to take (a round trip on an object store)
+            return
         with store_lock(self.root / ".locks" / "store.lock"):
             for table in DATASET_TABLES:
                 path = self._path(table)
-                loaded = delta.load(path)
+                loaded = delta.actions_as_of(path)
                 if loaded is not None and delta.files_of(loaded, path, {dataset.sha256}, None):
                     continue
                 rows = getattr(dataset, table).to_arrow()

@@ -117,7 +117,9 @@ def ensure(path: Path, table: str) -> None:
 
     if is_table(path):
         return
-    remote = {"storage_options": location.storage_options()} if isinstance(path, ObjectPath) else {}
+    # On an object store a checkpoint every 10 commits keeps a fresh process's first read to a few requests.
+    remote = {"storage_options": location.storage_options(), "configuration": {"delta.checkpointInterval": "10"}
+              } if isinstance(path, ObjectPath) else {}
     retry(lambda: DeltaTable.create(str(path), physical_schema(table), mode="ignore",
                                     partition_by=partition_by(table), name=table, **remote), path, "create", SLACK)
 
@@ -148,17 +150,24 @@ def _write(path: Path, data: pa.Table, **options: Any) -> None:
     of the cache while in use (threads); dropped on an error (the retry loads it afresh)."""
     from deltalake import write_deltalake
 
-    with _WRITERS_GUARD:
-        cached = _WRITERS.pop(str(path), None)
-    table = None
-    if cached is not None and version_key(path, cached[0].version()) == cached[1]:
-        table = cached[0]
-        table.update_incremental()
-    if table is None:
-        table = _open(path)
+    table = _writer(path)
     _widen(table, data.schema)
     write_deltalake(table, data, **options)
     seal_added(path, table.version())  # the committed files: read-only on disk
+    _keep(path, table)
+
+
+def _writer(path: Path) -> Any:
+    """The table's kept DeltaTable brought up to date (taken out of the cache while in use), else a fresh one."""
+    with _WRITERS_GUARD:
+        cached = _WRITERS.pop(str(path), None)
+    if cached is not None and version_key(path, cached[0].version()) == cached[1]:
+        cached[0].update_incremental()
+        return cached[0]
+    return _open(path)
+
+
+def _keep(path: Path, table: Any) -> None:
     key = version_key(path, table.version())
     with _WRITERS_GUARD:
         if len(_WRITERS) > 64:
@@ -181,8 +190,14 @@ def _widen(table: Any, schema: pa.Schema) -> None:
 
 def delete(path: Path, predicate: str) -> None:
     if is_table(path):
-        retry(lambda: _open(path).delete(predicate), path, "delete")
+        retry(lambda: _delete(path, predicate), path, "delete")
         seal_added(path, latest_version(path))  # files a delete rewrote: read-only on disk
+
+
+def _delete(path: Path, predicate: str) -> None:
+    table = _writer(path)
+    table.delete(predicate)
+    _keep(path, table)
 
 
 def latest_version(path: Path) -> int | None:
@@ -198,28 +213,18 @@ def latest_version(path: Path) -> int | None:
     return max(versions, default=None)
 
 
-_LOG_TIMES: dict[tuple[str, int], int] = {}  # (object-store table, version) -> its log entry's time, as listed
-
-
 def _remote_latest(path: ObjectPath) -> int | None:
-    """As ``latest_version``, from one listing of the log's keys (which also gives their times)."""
-    latest = None
-    for entry in (path / "_delta_log").listing():
-        name = entry.name
-        if len(name) == 25 and name.endswith(".json") and name[:20].isdigit():
-            version = int(name[:20])
-            if len(_LOG_TIMES) > 4096:
-                _LOG_TIMES.clear()
-            _LOG_TIMES[(str(path), version)] = entry.stat().st_mtime_ns
-            latest = version if latest is None else max(latest, version)
-    return latest
+    """As ``latest_version``, from one listing of the log's keys."""
+    names = [entry.name for entry in (path / "_delta_log").listing()]
+    versions = [int(n[:20]) for n in names if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
+    return max(versions, default=None)
 
 
 def version_key(path: Path, version: int) -> tuple:
     """A cache key of one committed version: the table, the version and its log file's identity (a store
     deleted and written again in this process reuses version numbers, not log files)."""
-    if isinstance(path, ObjectPath):
-        return (str(path), version, _LOG_TIMES.get((str(path), version)))
+    if isinstance(path, ObjectPath):  # a store removed and written again under the same URL: a new process
+        return (str(path), version)
     try:
         info = os.stat(path / "_delta_log" / f"{version:020d}.json")
         return (str(path), version, info.st_ino, info.st_mtime_ns)
@@ -246,7 +251,8 @@ def actions_at(path: Path, version: int) -> pa.Table:
         if len(_ACTIONS) > 256:
             _ACTIONS.clear()
         try:
-            actions = add_actions(load(path, version=version))
+            actions = _remote_at(path, version) if isinstance(path, ObjectPath) else \
+                add_actions(load(path, version=version))
         except UnicodeEncodeError:  # a path that is not UTF-8: the CLI names it as such
             raise
         except Exception as error:  # noqa: BLE001 - delta-rs raises its own types for a log it cannot read
@@ -255,6 +261,24 @@ def actions_at(path: Path, version: int) -> pa.Table:
                              f"({type(error).__name__}: {first})") from error
         _ACTIONS[key] = actions
     return _ACTIONS[key]
+
+
+def _remote_at(path: ObjectPath, version: int) -> pa.Table:
+    """The add actions of an object-store table's ``version`` through the DeltaTable this process keeps for it
+    (``_writer``): moving it forward reads the new log entries only, where a fresh load lists and reads the
+    log from its checkpoint."""
+    from deltalake import DeltaTable
+
+    with _WRITERS_GUARD:
+        cached = _WRITERS.pop(str(path), None)
+    table = cached[0] if cached is not None else None
+    if table is None or table.version() > version:
+        table = DeltaTable(str(path), version=version, storage_options=location.storage_options())
+    elif table.version() != version:
+        table.load_as_version(version)
+    actions = add_actions(table)
+    _keep(path, table)
+    return actions
 
 
 def prefetch(paths: list[Path]) -> None:

@@ -56,23 +56,48 @@ class Lease:
                          "since": [self.since], "expires": [expires], "token": [self.token]}, schema=SCHEMA)
 
 
+_TABLES: dict[str, Any] = {}  # lock table -> a DeltaTable kept between rounds (moved on by new log entries only)
+_GUARD = threading.Lock()
+_SHOWN = 64  # characters of a text column that Delta's file statistics keep
+
+
 def _table(path: ObjectPath) -> Any:
+    """The lock table at its latest version (taken out of the cache: put it back with ``_keep``); created
+    when missing, with a checkpoint every 10 commits so that reading it stays a few requests."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
+    with _GUARD:
+        table = _TABLES.pop(str(path), None)
+    if table is not None:
+        table.update_incremental()
+        return table
     try:
         return DeltaTable(str(path), storage_options=storage_options())
     except TableNotFoundError:
         try:
-            DeltaTable.create(str(path), SCHEMA, mode="ignore", storage_options=storage_options(), name="lock")
+            DeltaTable.create(str(path), SCHEMA, mode="ignore", storage_options=storage_options(), name="lock",
+                              configuration={"delta.checkpointInterval": "10"})
         except Exception:  # noqa: BLE001 - another writer created it first: it is there either way
             pass
         return DeltaTable(str(path), storage_options=storage_options())
 
 
+def _keep(path: ObjectPath, table: Any) -> None:
+    with _GUARD:
+        _TABLES[str(path)] = table
+
+
 def _holder(table: Any) -> dict | None:
-    rows = table.to_pyarrow_table().to_pylist()
-    return rows[0] if rows else None
+    """The lock's row, from its one file's statistics (a one-row file: min is the value; texts cut at 64)."""
+    actions = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
+    if actions.num_rows == 0:
+        return None
+    row = actions.to_pylist()[0]
+    out = {name: row.get(f"min.{name}") for name in SCHEMA.names}
+    if out["command"] and len(out["command"]) >= _SHOWN:
+        out["command"] += "..."
+    return out
 
 
 def _swap(table: Any, data: pa.Table) -> bool:
@@ -97,21 +122,11 @@ def acquire(path: ObjectPath, what: str, wait_s: float = 0.0) -> Lease:
     lease = Lease(path, what)
     deadline = time.monotonic() + wait_s
     try:
-        for _ in range(_TRIES):
-            table = _table(path)
-            held = _holder(table)
-            if held is not None and held["token"] != lease.token and held["expires"] > time.time():
-                if time.monotonic() < deadline:
-                    time.sleep(0.05 + 0.1 * (os.getpid() % 7) / 7)
-                    continue
-                raise StoreError(f"{what} is being written by {describe(held)}; try again when it has finished "
-                                 f"(or after its lease ends, {_when(held['expires'])}, if that process is gone)")
-            if held is not None and held["token"] == lease.token:  # our commit went through, its reply did not
-                break
-            if _swap(table, lease.row(time.time() + lease_seconds())):
-                break
-        else:
-            raise StoreError(f"{what}: its lock {path} keeps changing; try again")
+        lost = 0
+        while (outcome := _round(lease, deadline)) != "ours":
+            lost += outcome == "lost"
+            if lost >= _TRIES:
+                raise StoreError(f"{what}: its lock {path} keeps changing; try again")
     except StoreError:
         raise
     except Exception as error:  # noqa: BLE001 - an object store's failure: one line
@@ -119,6 +134,25 @@ def acquire(path: ObjectPath, what: str, wait_s: float = 0.0) -> Lease:
     lease._renewer = threading.Thread(target=_renew, args=(lease,), name="bedside-lease", daemon=True)
     lease._renewer.start()
     return lease
+
+
+def _round(lease: Lease, deadline: float) -> str:
+    """One compare-and-swap: "ours", "lost" (another writer committed first) or "wait" (held; waited a
+    moment before the deadline); StoreError naming a holder whose lease runs past the deadline."""
+    table = _table(lease.path)
+    try:
+        held = _holder(table)
+        if held is not None and held["token"] != lease.token and held["expires"] > time.time():
+            if time.monotonic() < deadline:
+                time.sleep(0.05 + 0.1 * (os.getpid() % 7) / 7)
+                return "wait"
+            raise StoreError(f"{lease.what} is being written by {describe(held)}; try again when it has finished "
+                             f"(or after its lease ends, {_when(held['expires'])}, if that process is gone)")
+        if held is not None and held["token"] == lease.token:  # our commit went through, its reply did not
+            return "ours"
+        return "ours" if _swap(table, lease.row(time.time() + lease_seconds())) else "lost"
+    finally:
+        _keep(lease.path, table)
 
 
 def _when(epoch: float) -> str:
@@ -138,13 +172,17 @@ def _update(lease: Lease, data: pa.Table) -> None:
     """Replace our row (renewal) or remove it (``data`` empty: release), while it is ours."""
     for _ in range(_TRIES):
         table = _table(lease.path)
-        held = _holder(table)
-        if held is None or held["token"] != lease.token:
-            if held is not None and lease.lost is None:
-                lease.lost = f"{lease.what}: its lock was taken over by {describe(held)} after this process's lease ran out"
-            return
-        if _swap(table, data):
-            return
+        try:
+            held = _holder(table)
+            if held is None or held["token"] != lease.token:
+                if held is not None and lease.lost is None:
+                    lease.lost = (f"{lease.what}: its lock was taken over by {describe(held)} after this "
+                                  "process's lease ran out")
+                return
+            if _swap(table, data):
+                return
+        finally:
+            _keep(lease.path, table)
 
 
 def check(lease: Lease) -> None:
