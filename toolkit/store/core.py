@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import polars as pl
 import pyarrow as pa
 
-from toolkit.store import commits, delta, live as writes, location, transaction
+from toolkit.store import commits, delta, live as writes, location, parquet, transaction
 from toolkit.store.delta import PART, SCORES
 from toolkit.store.location import ObjectPath
 from toolkit.store.locks import run_lock, store_lock
@@ -107,7 +107,7 @@ class Store:
             files = [f for f, _, _ in delta.files_of(actions, path, None, None)]
             if len(_RUNS) > 64:
                 _RUNS.clear()
-            _RUNS[key] = delta.read_files(files, "runs", delta.physical_schema("runs").names).to_arrow()
+            _RUNS[key] = parquet.read_files(files, "runs", delta.physical_schema("runs").names).to_arrow()
         as_of = delta.commit_time(path, version) if self.pinned is not None else None
         return _Snapshot(version, _RUNS[key], as_of)
 
@@ -161,6 +161,12 @@ class Store:
             return [f for f, _, _ in files]
         return [f for f, _, _ in self._data_files(snap, table, None if key is None else [key])]
 
+    def arrow_dataset(self, table: str) -> Any:
+        """The table's visible rows as a lazy pyarrow dataset of its current files (physical columns: run tables
+        also hold ``write_id`` and ``part``), local or on an object store: what ``bedside sql`` reads an
+        ``s3://`` store through, with no DuckDB extension; ``pl.scan_pyarrow_dataset`` reads it too."""
+        return parquet.arrow_dataset(self.files(table), table)
+
     def read(self, table: str, run_ids: list[str] | None = None, columns: list[str] | None = None,
              keys: list[str] | None = None) -> pl.DataFrame:
         """A table (or the rows of the given runs, or of other partition ``keys``: dataset digests) as a
@@ -189,7 +195,7 @@ class Store:
             if keys is not None:  # in the order of the keys given, as callers expect
                 order = {(_part(k) if table not in DATASET_TABLES else k): i for i, k in enumerate(keys)}
                 found.sort(key=lambda f: order.get(f[1], 0))
-            data = delta.read_files([f for f, _, _ in found], table, list(wanted))
+            data = parquet.read_files([f for f, _, _ in found], table, list(wanted))
             # A data table read while a runs commit (and the sweep after it) went by may miss rows the
             # snapshot's live set names: read again from a newer snapshot (pinned stores never move).
             if snap.as_of is not None or self._latest_version() == snap.version:
@@ -209,7 +215,7 @@ class Store:
         loaded = delta.actions_as_of(path, None)
         part = _part(run_id)
         found = [] if loaded is None else delta.files_of(loaded, path, {part}, {part: set(write_ids)})
-        return delta.read_files([f for f, _, _ in found], table, columns or STORED[table].names)
+        return parquet.read_files([f for f, _, _ in found], table, columns or STORED[table].names)
 
     def unscored(self, run_ids: list[str] | None = None, table: str | None = None) -> list[str]:
         """Runs (all, or of ``run_ids``) with no scores stored (written before scores were, or by a process

@@ -19,39 +19,18 @@ from pathlib import Path
 from urllib.parse import unquote
 from typing import Any, Callable, TypeVar
 
-import polars as pl
 import pyarrow as pa
 
-from toolkit.store import location
+from toolkit.store import location, parquet
 from toolkit.store.disk import SLACK, is_no_space, no_space, quiet_panics, room
 from toolkit.store.location import ObjectPath
+from toolkit.store.layout import DATA_TABLES, PART, RUN_DATA, SCORES, WRITE_ID, empty, physical_schema  # noqa: F401
 from toolkit.store.sealed import seal_added
 from toolkit.store.paths import StoreError
-from toolkit.tables import DATASET_TABLES, FILLED, SCORE_TABLES, STORED, constant
+from toolkit.tables import DATASET_TABLES, FILLED
 
-DATA_TABLES = ("answers", "judgments", "decisions")
-SCORES = tuple(SCORE_TABLES)  # a run's scores: rows of its one scores write (``live.scores_write``)
-RUN_DATA = (*DATA_TABLES, *SCORES)
-PART = "part"
-WRITE_ID = "write_id"
 _RETRIES = 60
 T = TypeVar("T")
-
-
-def physical_schema(table: str) -> pa.Schema:
-    fields = [pa.field(f.name, f.type, nullable=True) for f in STORED[table].schema]
-    if table in RUN_DATA:
-        fields.append(pa.field(WRITE_ID, pa.string()))
-    fields.append(pa.field(PART, pa.string()))
-    return pa.schema(fields)
-
-
-def empty(table: str, columns: list[str] | None = None) -> pa.Table:
-    """No rows of the table (``Schema.empty_table`` would import pandas, half a second of a cold start)."""
-    schema = physical_schema(table)
-    if columns is not None:
-        schema = pa.schema([schema.field(c) for c in columns])
-    return pa.Table.from_batches([], schema)
 
 
 def partition_by(table: str) -> list[str] | None:
@@ -352,33 +331,12 @@ def files_of(table: Any, root: Path, parts: set[str] | None, live: dict[str, set
             ids = live.get(part, set())
             low, high = lows[i], highs[i]
             if low is None or high is None:  # an add action without statistics (the protocol allows it)
-                low, high, _ = file_write_ids(root / unquote(rel)) or (next(iter(ids), None),) * 2 + (0,)
+                low, high, _ = parquet.file_write_ids(root / unquote(rel)) or (next(iter(ids), None),) * 2 + (0,)
             if low not in ids or high not in ids:
                 continue
         out.append((root / unquote(rel), part, size))
     out.sort(key=lambda f: str(f[0]))
     return out
-
-
-_FILE_IDS: dict[str, tuple[str, str, int]] = {}  # data file -> (min, max write_id, rows): files never change
-
-
-def file_write_ids(path: Path) -> tuple[str, str, int] | None:
-    """(lowest and highest write id, rows) of a data file, read from the file itself: for an add action whose
-    statistics were left out. None when the file cannot be read (then whoever reads it names it)."""
-    key = str(path)
-    if key not in _FILE_IDS:
-        try:
-            ids = (_read_remote([path], "answers", [WRITE_ID]) if isinstance(path, ObjectPath)
-                   else pl.read_parquet(key, columns=[WRITE_ID], hive_partitioning=False))[WRITE_ID]
-        except Exception:  # noqa: BLE001 - polars' errors have no common base
-            return None
-        if ids.null_count() or not len(ids):
-            return None
-        if len(_FILE_IDS) > 4096:
-            _FILE_IDS.clear()
-        _FILE_IDS[key] = (ids.min(), ids.max(), len(ids))
-    return _FILE_IDS[key]
 
 
 def write_rows(table: Any, root: Path, parts: set[str] | None) -> dict[tuple[str, str], int]:
@@ -399,77 +357,10 @@ def write_rows(table: Any, root: Path, parts: set[str] | None) -> dict[tuple[str
         if parts is not None and part not in parts:
             continue
         if low is None or high is None or rows is None:
-            found = file_write_ids(root / unquote(rel))
+            found = parquet.file_write_ids(root / unquote(rel))
             if found is None:
                 continue
             low, high, rows = (low or found[0]), (high or found[1]), found[2] if rows is None else rows
         for wid in {low, high}:
             out[(part, wid)] = out.get((part, wid), 0) + rows
     return out
-
-
-def polars_schema(table: str, columns: list[str]) -> pl.Schema:
-    """The polars types of ``columns`` of the table's physical schema."""
-    return pl.from_arrow(empty(table, columns)).schema
-
-
-def read_files(files: list[Path], table: str, columns: list[str]) -> pl.DataFrame:
-    """The given files' rows (``columns`` of the physical schema, its types), in file order; StoreError
-    naming the first file that cannot be read.
-
-    All files in one polars read (parallel, no Python per file, no Arrow casts: a cold command need not
-    import pyarrow.compute, pyarrow.parquet and the ssl it loads; pyarrow.dataset would import pandas); files
-    written before a FILLED column existed get it in a second polars pass. Should that fail, file by file with
-    ``pyarrow.parquet``, which names a damaged file (or reads what polars refused)."""
-    types = polars_schema(table, columns)
-    if files and isinstance(files[0], ObjectPath):
-        return _read_remote(files, table, columns)
-    if files:
-        names = [str(f) for f in files]
-        try:
-            frame = pl.read_parquet(names, columns=columns, hive_partitioning=False, glob=False,
-                                    missing_columns="raise")
-            return frame.cast(types)
-        except Exception:  # noqa: BLE001 - polars' errors have no common base; the slow path explains
-            pass
-        filled = [c for c in columns if c in FILLED]
-        if filled:  # files written before these columns existed
-            try:
-                rest = pl.read_parquet(names, columns=[c for c in columns if c not in FILLED],
-                                       hive_partitioning=False, glob=False, missing_columns="raise")
-                added = pl.scan_parquet(names, schema=pl.Schema({c: types[c] for c in filled}), hive_partitioning=False,
-                                        glob=False, missing_columns="insert", extra_columns="ignore").collect()
-                frame = pl.concat([rest, added], how="horizontal")
-                return frame.select(columns).with_columns(
-                    [pl.col(c).fill_null(FILLED[c]) for c in filled]).cast(types)
-            except Exception:  # noqa: BLE001 - as above
-                pass
-    parts = [_read_one(f, table, columns) for f in files]
-    return pl.from_arrow(pa.concat_tables(parts) if parts else empty(table, columns)).cast(types)
-
-
-def _read_one(f: Path, table: str, columns: list[str]) -> pa.Table:
-    """One file's ``columns`` (those written before a FILLED column existed get its old value); StoreError
-    naming a file that cannot be read."""
-    import pyarrow.parquet as pq
-
-    schema = pa.schema([physical_schema(table).field(c) for c in columns])
-    try:
-        source = pq.ParquetFile(f.open_input_file() if isinstance(f, ObjectPath) else f)
-        have = set(source.schema_arrow.names)
-        part = source.read(columns=[c for c in columns if c in have or c not in FILLED])
-        for c in columns:
-            if c not in have and c in FILLED:
-                part = part.append_column(c, constant(FILLED[c], part.num_rows, schema.field(c).type))
-        return part.select(columns).cast(schema)
-    except (OSError, pa.ArrowException) as error:
-        raise StoreError(f"{f}: damaged part file: {str(error).splitlines()[0][:200]}") from None
-
-
-def _read_remote(files: list[ObjectPath], table: str, columns: list[str]) -> pl.DataFrame:
-    """``read_files`` of an object store's files: fetched a few at a time (each is a request's round trip)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=min(8, len(files))) as pool:
-        parts = list(pool.map(lambda f: _read_one(f, table, columns), files))
-    return pl.from_arrow(pa.concat_tables(parts)).cast(polars_schema(table, columns))
