@@ -213,3 +213,38 @@ def test_bedside_store_names_an_s3_store(s3_env, s3_store: str, tmp_path: Path, 
     listing = bedside(["runs", "--json"])
     assert listing.returncode == 0 and [r["run_id"] for r in json.loads(listing.stdout)] == ["alpha"]
     assert not (tmp_path / "s3:").exists() and not (tmp_path / "data").exists()
+
+
+def test_a_collector_killed_at_a_random_point_resumes_from_its_journal(s3_env, s3_store: str,
+                                                                       monkeypatch) -> None:
+    """kill -9 of `bedside run` into an s3 store: its journal (on this machine) and the store let the same
+    command finish the run once the dead writer's lease has run out: every case once, nothing damaged."""
+    from toolkit.sim import SimConfig, SimServer
+
+    monkeypatch.setenv("BEDSIDE_LOCK_LEASE_S", "2")
+    rng = random.Random(int(os.environ.get("BEDSIDE_TEST_SEED", "21")))
+    with SimServer(SimConfig()) as sim:
+        args = ["run", "--answer-model", "sim/strong", "--judge-model", "sim/judge", "--base-url", sim.base_url,
+                "--limit", "10", "--concurrency", "2", "--progress", "none", "--store", s3_store]
+        proc = subprocess.Popen(_command(args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(3.0, 9.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        store = Store.open(s3_store)
+        assert store.damaged() == {}
+        time.sleep(2.2)
+        done = bedside(args)
+        assert done.returncode == 0, done.stderr
+    store = Store.open(s3_store)
+    assert store.run_ids() == ["sim/strong"] and store.damaged() == {}
+    answers = store.read("answers", ["sim/strong"])
+    assert answers.height == 10 and answers.select("case_id", "sample").n_unique() == 10
+    judgments = store.read("judgments", ["sim/strong"])
+    assert judgments.select("case_id", "sample", "judge_model", "judge_pass").n_unique() == judgments.height
+
+
+def test_an_s3_stores_journals_are_on_this_machine_by_store(s3_env, s3_store: str, tmp_path: Path) -> None:
+    store = Store.open(s3_store)
+    folder = store.journal_dir("run/1")
+    assert isinstance(folder, Path) and folder.is_relative_to(tmp_path / "state" / "bedside" / "journals")
+    assert folder.name == "run%2F1" and Store.open(s3_store + "-other").journal_dir("run/1") != folder

@@ -21,15 +21,17 @@ import threading
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from toolkit.store import leases
 from toolkit.store.disk import check_space
 from toolkit.store.location import ObjectPath
 from toolkit.store.paths import StoreError
 
+if TYPE_CHECKING:
+    from toolkit.store import leases
+
 _HELD: dict[str, int] = {}  # lock file -> re-entry depth in this process
-_LEASES: dict[str, leases.Lease] = {}  # object-store lock -> the lease this process holds
+_LEASES: dict[str, "leases.Lease"] = {}  # object-store lock -> the lease this process holds
 _GUARD = threading.Lock()
 _TRIES = 100  # lock files removed under our feet (released or stale) before we give up
 
@@ -121,6 +123,8 @@ def run_lock(path: Path, what: str, join: bool = False) -> Iterator[None]:
             reentered = False
     if reentered:
         if key in _LEASES:  # a write inside a lock whose lease another writer took over after it ran out
+            from toolkit.store import leases
+
             leases.check(_LEASES[key])
         try:
             yield
@@ -151,6 +155,8 @@ def run_lock(path: Path, what: str, join: bool = False) -> Iterator[None]:
 
 
 def _leased(path: ObjectPath, what: str, key: str) -> Iterator[None]:
+    from toolkit.store import leases  # object stores only: local stores never load it
+
     lease = leases.acquire(path, what)
     try:
         with _GUARD:
@@ -168,6 +174,8 @@ def _leased(path: ObjectPath, what: str, key: str) -> Iterator[None]:
 def store_lock(path: Path) -> Iterator[None]:
     """Exclusive and blocking (held for a few commits at most): check-then-write sections across processes."""
     if isinstance(path, ObjectPath):
+        from toolkit.store import leases
+
         lease = leases.acquire(path, f"{path.parent.parent}: store lock", wait_s=3 * leases.lease_seconds())
         try:
             yield
