@@ -153,14 +153,17 @@ def test_a_lease_taken_over_is_noticed_by_its_late_holder(s3_env, s3_store: str,
     from toolkit.store import leases
     from toolkit.store.location import parse
 
-    monkeypatch.setenv("BEDSIDE_LOCK_LEASE_S", "1")
+    lease = 4.0
+    monkeypatch.setenv("BEDSIDE_LOCK_LEASE_S", str(lease))
     path = parse(s3_store) / ".locks" / "probe.lock"
     late = leases.acquire(path, "run 'probe'")
+    ends = time.monotonic() + lease
     late._stop.set()  # a holder that stalls: it renews no more
     late._renewer.join()
-    with pytest.raises(Exception, match="being written by pid"):
+    with pytest.raises(Exception, match="run 'probe' is being written by pid"):
         leases.acquire(path, "run 'probe'")
-    time.sleep(1.1)
+    assert time.monotonic() < ends, "too slow to see the lease held: the machine is overloaded"
+    time.sleep(max(0.0, ends - time.monotonic()) + 0.2)
     taker = leases.acquire(path, "run 'probe'")
     leases.release(late)  # finds the lock is not its own any more, and leaves it
     assert late.lost and "taken over" in late.lost
