@@ -195,6 +195,8 @@ def test_an_unsafe_backend_is_refused_for_writing_with_one_line(s3_env, s3_store
 @pytest.mark.parametrize("args, words", [
     (["runs", "--store", "s3://"], "names a bucket"),
     (["runs", "--store", "gs://bucket/store"], "not a store location"),
+    (["runs", "--store", "s3://no-such-bucket/store"], "no bucket 'no-such-bucket' there"),
+    (["summary", "--all", "--store", "s3://no-such-bucket/store"], "no bucket 'no-such-bucket' there"),
 ])
 def test_a_bad_store_url_is_one_line(s3_env, args: list[str], words: str) -> None:
     done = bedside(args)

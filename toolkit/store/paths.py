@@ -195,6 +195,10 @@ def _check_remote(root: ObjectPath) -> None:
         text = (root / MARKER).read_bytes()[:100].decode("utf-8", "replace")
     except FileNotFoundError:
         names = [p.name for p in root.listing()]
+        bucket = ObjectPath("s3://" + root.key.split("/", 1)[0])
+        if not names and not bucket.exists():  # else read as an empty store: say what is missing instead
+            raise StoreError(f"{root}: no bucket {bucket.name!r} there (check the URL, AWS_ENDPOINT_URL and "
+                             "AWS_REGION)") from None
         if names and not all(n in _OWN for n in names):
             raise StoreError(f"{root}: not a bedside store (it holds other objects and no {MARKER}); "
                              "give a store's prefix, or an empty or new one to create a store") from None
