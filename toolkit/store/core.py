@@ -162,9 +162,9 @@ class Store:
         return [f for f, _, _ in self._data_files(snap, table, None if key is None else [key])]
 
     def arrow_dataset(self, table: str) -> Any:
-        """The table's visible rows as a lazy pyarrow dataset of its current files (physical columns: run tables
-        also hold ``write_id`` and ``part``), local or on an object store: what ``bedside sql`` reads an
-        ``s3://`` store through, with no DuckDB extension; ``pl.scan_pyarrow_dataset`` reads it too."""
+        """The table's visible rows as a lazy pyarrow dataset of its current files (the schema's columns; a run
+        table's also ``write_id``), local or on an object store: what ``bedside sql`` reads an ``s3://`` store
+        through, with no DuckDB extension; ``pl.scan_pyarrow_dataset`` reads it too."""
         return parquet.arrow_dataset(self.files(table), table)
 
     def read(self, table: str, run_ids: list[str] | None = None, columns: list[str] | None = None,

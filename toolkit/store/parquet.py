@@ -9,10 +9,10 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from toolkit.store.layout import WRITE_ID, empty, physical_schema
+from toolkit.store.layout import PART, RUN_DATA, WRITE_ID, empty, physical_schema
 from toolkit.store.location import ObjectPath, filesystem
 from toolkit.store.paths import StoreError
-from toolkit.tables import FILLED, constant
+from toolkit.tables import DATASET_TABLES, FILLED, constant
 
 
 _FILE_IDS: dict[str, tuple[str, str, int]] = {}  # data file -> (min, max write_id, rows): files never change
@@ -105,12 +105,15 @@ def _read_remote(files: list[ObjectPath], table: str, columns: list[str]) -> pl.
 
 def arrow_dataset(files: list[Path], table: str) -> Any:
     """A lazy pyarrow dataset of exactly these files (local, or an object store's through its file system),
-    of the table's physical schema: for DuckDB, polars (``pl.scan_pyarrow_dataset``) or a notebook."""
+    of the table's physical columns but the partition column (Delta keeps it in the path): for DuckDB, polars
+    (``pl.scan_pyarrow_dataset``) or a notebook."""
     import pyarrow.dataset as ds
 
     schema = physical_schema(table)
+    if table in RUN_DATA or table in DATASET_TABLES:  # a partition column: in the files' paths, not in them
+        schema = schema.remove(schema.get_field_index(PART))
     if not files:
-        return ds.dataset(empty(table), schema=schema)
+        return ds.dataset(empty(table).select(schema.names), schema=schema)
     if isinstance(files[0], ObjectPath):
         return ds.dataset([f.key for f in files], schema=schema, format="parquet", filesystem=filesystem())
     return ds.dataset([str(f) for f in files], schema=schema, format="parquet")
