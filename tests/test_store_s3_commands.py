@@ -78,6 +78,8 @@ def test_sql_reads_an_s3_store_like_the_same_local_store(s3_env, s3_store: str, 
             remote.sql("SELECT * FROM read_text('/etc/passwd')").fetchall()
     dataset = Store.open(s3_store).arrow_dataset("answers")
     assert dataset.count_rows() == Store.open(local).arrow_dataset("answers").count_rows()
+    rows = dataset.to_table()  # the partition column lives in the paths: not a column of null values
+    assert "part" not in rows.column_names and rows.column("write_id").null_count == 0
 
 
 def test_db_on_an_s3_store_names_its_s3_files_for_duckdb_with_httpfs(s3_env, s3_store: str, tmp_path: Path,
