@@ -6,13 +6,14 @@ whose views name the store's s3:// files for a DuckDB with httpfs (never downloa
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from tests.s3_support import s3_env, s3_server, s3_store  # noqa: F401 - fixtures
-from tests.test_store_s3 import _results, bedside
+from tests.test_store_s3 import _command, _results, bedside
 from toolkit.sim import SimConfig, SimServer
 from toolkit.store import Store
 
@@ -33,21 +34,28 @@ def test_every_command_runs_on_an_s3_store(s3_env, s3_store: str, tmp_path: Path
         _ok(["judge", "--run", "collected", "--judge-model", "sim/judge", "--pass", "2", "--judge-base-url",
              sim.base_url, "--progress", "none", *store])
     _ok(["import", str(files["alpha"]), *store])
-    runs = json.loads(_ok(["runs", "--json", *store]))
-    assert sorted(r["run_id"] for r in runs) == ["alpha", "collected"]
-    assert set(json.loads(_ok(["summary", "--all", "--json", "--samples", "200", *store]))) == {"alpha", "collected"}
-    _ok(["compare", "--all", "--samples", "200", *store])
-    _ok(["items", "--all", *store])
-    _ok(["harms", "--all", "--samples", "200", *store])
-    _ok(["agreement", "--run", "collected", *store])
-    report = _ok(["report", "--all", "--samples", "200", "--out", str(tmp_path / "report"), *store])
-    assert (tmp_path / "report" / "index.html").is_file(), report
+    reads = {  # read commands at once (they only read): each as its own process
+        "runs": ["runs", "--json", *store],
+        "summary": ["summary", "--all", "--json", "--samples", "200", *store],
+        "compare": ["compare", "--all", "--samples", "200", *store],
+        "items": ["items", "--all", *store],
+        "harms": ["harms", "--all", "--samples", "200", *store],
+        "agreement": ["agreement", "--run", "collected", *store],
+        "report": ["report", "--all", "--samples", "200", "--out", str(tmp_path / "report"), *store],
+        "sql": ["sql", "SELECT run_id, count(*) AS n FROM answers GROUP BY run_id ORDER BY run_id", *store],
+        "refused": ["sql", "SELECT * FROM read_text('/etc/passwd')", *store],
+        "export": ["export", "--run", "alpha", "--out", str(tmp_path / "alpha.jsonl"), *store],
+    }
+    started = {name: subprocess.Popen(_command(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for name, args in reads.items()}
+    done = {name: (proc.wait(300), *proc.communicate()) for name, proc in started.items()}
+    for name, (code, _, err) in done.items():
+        assert (code != 0 and err.count("\n") == 1) if name == "refused" else code == 0, (name, err)
+    assert sorted(r["run_id"] for r in json.loads(done["runs"][1])) == ["alpha", "collected"]
+    assert set(json.loads(done["summary"][1])) == {"alpha", "collected"}
+    assert (tmp_path / "report" / "index.html").is_file()
     assert s3_store in (tmp_path / "report" / "report.md").read_text()
-    counted = _ok(["sql", "SELECT run_id, count(*) AS n FROM answers GROUP BY run_id ORDER BY run_id", *store])
-    assert "alpha" in counted and "collected" in counted
-    refused = bedside(["sql", "SELECT * FROM read_text('/etc/passwd')", *store])
-    assert refused.returncode != 0 and refused.stderr.count("\n") == 1
-    _ok(["export", "--run", "alpha", "--out", str(tmp_path / "alpha.jsonl"), *store])
+    assert "alpha" in done["sql"][1] and "collected" in done["sql"][1]
     audit = bedside(["audit", str(tmp_path / "alpha.jsonl"), "--dataset", "data/sample"])
     assert audit.returncode in (0, 1) and audit.stderr.count("\n") <= 1, audit.stderr
     _ok(["runs", "rename", "alpha", "beta", *store])
