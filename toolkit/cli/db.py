@@ -30,5 +30,9 @@ def db_cmd(out: str, store_dir: str | None) -> None:
                "cases, rubric_items, pass_scores, sample_scores, case_scores, benchmark_scores, run_summary, "
                "reliability_scores; "
                "tables: run_intervals, bedside_info")
+    if store.is_remote:  # its writers are other machines: the file is a snapshot
+        click.echo(f"open it: duckdb -readonly {info.path}   (with httpfs and an S3 secret; a snapshot of this store "
+                   "version: rerun to follow the store)")
+        return
     click.echo(f"open it: duckdb -readonly {info.path}   (kept current by every store write; rerun to recompute "
                "intervals)")

@@ -45,7 +45,7 @@ def default_name(store: Store, run_ids: list[str] | None, title: str | None) -> 
     if title:
         return slug(title)
     if run_ids is None:
-        return slug(Path(store.root).resolve().name)
+        return slug(store.root.resolve().name)
     if len(run_ids) <= 3:
         return "-vs-".join(slug(r) for r in run_ids)
     return f"{len(run_ids)}-runs-{hashlib.sha1(chr(0).join(run_ids).encode()).hexdigest()[:8]}"
@@ -102,7 +102,7 @@ def _sections(a: Analyses, anchors: dict[str, str], figs: dict, figure_notes: li
                       "collected runs, completion order for imported runs"),
         ("prices", f"{prices} (USD per 1M tokens; unpriced runs show tokens)"),
         ("toolkit", f"bedside {facts.toolkit_version()}"),
-        ("store", str(Path(store.root).resolve())),
+        ("store", str(store.root.resolve())),
     ]
     version = facts.store_version(store)
     if version is not None:

@@ -51,5 +51,5 @@ def regenerate_command(run_ids: list[str] | None, store: Store, options: ReportO
     if options.prices is not None:
         words += ["--prices", str(Path(options.prices).resolve())]
     words += ["--samples", str(options.samples), "--seed", str(options.seed)]
-    words += ["--store", str(Path(store.root).resolve())]
+    words += ["--store", str(store.root.resolve())]
     return shlex.join(words)

@@ -68,6 +68,8 @@ def write_database(store: Store, path: str | os.PathLike[str],
         # CLI or a BI tool's driver a few releases older than this library still opens the file
         con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_VERSION})
         try:
+            if store.is_remote:
+                _read_s3(con, store)
             build(con, files, options)
             fill_computed(con, store, options)
             rows = fill_intervals(con, store, version, options)
@@ -86,10 +88,54 @@ def write_database(store: Store, path: str | os.PathLike[str],
         raise StoreError(f"{target}: --out: could not write the database ({_reason(error)})") from None
     finally:
         database_refresh.remove_temporary(tmp)
-    if store.pinned is None:  # a store read as of an old version stays a snapshot: not refreshed
+    if store.pinned is None and not store.is_remote:  # a store read as of an old version stays a snapshot
+        # (and so does an object store's: its writers are other machines, which cannot reach this file)
         database_refresh.register(store.root, target)
         database_refresh.refresh(store)  # commits that landed while this one was built: their files too
     return DatabaseInfo(target, version, runs, rows)
+
+
+def s3_statements() -> list[str]:
+    """The DuckDB statements that let a connection read this environment's S3 store (``toolkit.store.location``):
+    httpfs loaded, never installed (no download at run time), and a temporary secret of the AWS settings (not
+    written into the file: whoever opens it brings their own, ``CREATE SECRET (TYPE s3, ...)``)."""
+    from toolkit.store.location import endpoint, storage_options
+
+    settings = {"TYPE": "s3"}
+    for key, name in (("KEY_ID", "AWS_ACCESS_KEY_ID"), ("SECRET", "AWS_SECRET_ACCESS_KEY"),
+                      ("SESSION_TOKEN", "AWS_SESSION_TOKEN")):
+        if os.environ.get(name):
+            settings[key] = os.environ[name]
+    if "KEY_ID" not in settings:
+        settings["PROVIDER"] = "credential_chain"
+    region = storage_options().get("AWS_REGION")
+    if region:
+        settings["REGION"] = region
+    point = endpoint()
+    if point:
+        scheme, _, host = point.partition("://")
+        settings.update(ENDPOINT=host.rstrip("/"), URL_STYLE="path", USE_SSL="false" if scheme == "http" else "true")
+    body = ", ".join(f"{k} {v}" if k in ("TYPE", "PROVIDER") or v in ("true", "false") else f"{k} {_literal(v)}"
+                     for k, v in settings.items())
+    return ["SET autoinstall_known_extensions = false", "LOAD httpfs", f"CREATE TEMPORARY SECRET bedside_s3 ({body})"]
+
+
+def _read_s3(con: "duckdb.DuckDBPyConnection", store: Store) -> None:
+    """Make ``con`` read the store's ``s3://`` files; StoreError (one line) when DuckDB's httpfs is not installed."""
+    for statement in s3_statements():
+        try:
+            con.execute(statement)
+        except duckdb.Error as error:
+            if statement == "LOAD httpfs":
+                raise StoreError(f"{store.root}: a database file's views read the store's s3:// files, which needs "
+                                 "DuckDB's httpfs extension; it is not installed here (bedside never downloads it): "
+                                 "install it once with duckdb -c 'INSTALL httpfs', or query with `bedside sql`, "
+                                 "which needs none") from None
+            raise StoreError(f"{store.root}: {str(error).splitlines()[0][:200]}") from None
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _check_replaceable(target: Path) -> None:

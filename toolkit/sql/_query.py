@@ -67,9 +67,16 @@ def connect(store: Store, derived: tuple[str, ...] = DERIVED, options: SummaryOp
     """
     _utf8_path(store, store.root)  # before any reader meets it
     version = store.version()
-    files = {name: [_utf8_path(store, f) for f in store.files(name)] for name in STORED}
     con = duckdb.connect(":memory:")
-    build(con, files, options)
+    if store.is_remote:  # Arrow datasets of the visible files: DuckDB reads them with no extension to fetch
+        files = {name: [] for name in STORED}
+        relations = {name: f"_bedside_source_{name}" for name in STORED}
+        for name, relation in relations.items():
+            con.register(relation, store.arrow_dataset(name))
+    else:
+        files = {name: [_utf8_path(store, f) for f in store.files(name)] for name in STORED}
+        relations = None
+    build(con, files, options, relations)
     if derived:
         fill_computed(con, store, options)
     if any(d in derived for d in _WITH_INTERVALS):
@@ -85,9 +92,10 @@ def connect(store: Store, derived: tuple[str, ...] = DERIVED, options: SummaryOp
     return con
 
 
-def build(con: duckdb.DuckDBPyConnection, files: dict[str, list[str]], options: SummaryOptions) -> None:
+def build(con: duckdb.DuckDBPyConnection, files: dict[str, list[str]], options: SummaryOptions,
+          relations: dict[str, str] | None = None) -> None:
     """Run ``toolkit.sql._views``' statements on ``con``; StoreError naming a damaged part file."""
-    for statement in views.statements(files, options):
+    for statement in views.statements(files, options, relations):
         try:
             con.execute(statement)
         except duckdb.Error as error:  # binding read_parquet reads the files' footers: name a damaged one

@@ -237,8 +237,9 @@ def _rebuild(con: "duckdb.DuckDBPyConnection", files: dict[str, list[str]], opti
 
 def refresh(store: Store, version: int | None = None) -> None:
     """After a store commit (the subscriber of ``Store.subscribe``): refresh every registered database of
-    this store. ``version`` is not used: a refresh reads the version its files belong to. Never raises."""
-    if not _registry(store.root).exists():  # the common case: one stat
+    this store. ``version`` is not used: a refresh reads the version its files belong to. Never raises.
+    An object store keeps no registry: its writers are on other machines than the files (``write_database``)."""
+    if store.is_remote or not _registry(store.root).exists():  # the common case: one stat
         return
     _refresh_now(store)
 

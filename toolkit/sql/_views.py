@@ -76,11 +76,14 @@ def _name(table: str) -> str:
     return f"{INTERNAL}.stored_{table}" if table in SCORE_TABLES else f'"{table}"'
 
 
-def base_view(table: str, files: list[str]) -> str:
+def base_view(table: str, files: list[str], relation: str | None = None) -> str:
     """CREATE VIEW of a stored table over exactly these (absolute) Parquet files, with the schema's
-    columns and types; no files: an empty view of the same columns."""
+    columns and types; no files: an empty view of the same columns. ``relation``: over that registered
+    relation instead (an object store's Arrow dataset of the visible files, read with no DuckDB extension)."""
     cols = ", ".join(f'COALESCE(CAST("{c}" AS {duck_type(table, c)}), {FILLED[c]}) AS "{c}"' if c in FILLED
                      else f'CAST("{c}" AS {duck_type(table, c)}) AS "{c}"' for c in columns(table))
+    if relation is not None:
+        return f'CREATE OR REPLACE VIEW {_name(table)} AS SELECT {cols} FROM "{relation}"'
     if files:
         source = f"read_parquet([{', '.join(_literal(f) for f in files)}], union_by_name = true)"
         filled = [c for c in columns(table) if c in FILLED]
@@ -140,10 +143,14 @@ def read_options(con) -> SummaryOptions:
                                                                 tuple(json.loads(passes))))
 
 
-def statements(files: dict[str, list[str]], options: SummaryOptions = SummaryOptions()) -> list[str]:
+def statements(files: dict[str, list[str]], options: SummaryOptions = SummaryOptions(),
+               relations: dict[str, str] | None = None) -> list[str]:
     """Everything a connection or a database file needs, in order: the internal schema, base views, the
-    intervals table and the computed score tables (created empty if missing), the selection, derived views."""
-    return [f"CREATE SCHEMA IF NOT EXISTS {INTERNAL}", *(base_view(t, files.get(t, [])) for t in STORED), INTERVALS,
+    intervals table and the computed score tables (created empty if missing), the selection, derived views.
+    ``relations``: table -> a registered relation its base view reads instead of files (``base_view``)."""
+    relations = relations or {}
+    return [f"CREATE SCHEMA IF NOT EXISTS {INTERNAL}",
+            *(base_view(t, files.get(t, []), relations.get(t)) for t in STORED), INTERVALS,
             *(_computed_table(t) for t in SCORE_TABLES), *_options_table(options),
             *(derived_view(v, options) for v in DERIVED)]
 

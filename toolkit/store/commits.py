@@ -51,7 +51,8 @@ def unsubscribe(callback: Subscriber) -> None:
 
 
 def _key(store: "Store") -> str:
-    return os.path.abspath(store.root)  # no system call
+    root = store.root
+    return os.path.abspath(root) if isinstance(root, os.PathLike) else str(root)  # no system call
 
 
 @contextmanager

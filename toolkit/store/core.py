@@ -18,8 +18,9 @@ from typing import Any, Callable, Iterator
 import polars as pl
 import pyarrow as pa
 
-from toolkit.store import commits, delta, live as writes, transaction
+from toolkit.store import commits, delta, live as writes, location, parquet, transaction
 from toolkit.store.delta import PART, SCORES
+from toolkit.store.location import ObjectPath
 from toolkit.store.locks import run_lock, store_lock
 from toolkit.store.paths import (StoreError, check_store_folder, claim_store_folder, default_store_path, new_run_id,
                                  MARKER, normal_run_id, part_of as _part, safe_segment)
@@ -52,17 +53,27 @@ class _Snapshot:
 
 @dataclass(frozen=True)
 class Store:
-    root: Path
+    root: Path | ObjectPath  # a folder, or an ``s3://`` prefix (``toolkit.store.location``)
     pinned: int | None = field(default=None)  # read the store as of this runs-table version
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(self.root))  # ``Store("results")`` as well as a Path
+        # ``Store("results")`` or ``Store("s3://bucket/store")`` as well as a Path
+        root = location.parse(self.root)
+        if isinstance(root, ObjectPath):
+            location.check_settings(str(root))
+        object.__setattr__(self, "root", root)
 
     @classmethod
-    def open(cls, root: str | os.PathLike[str] | None = None, version: int | None = None) -> "Store":
-        """The store at ``root``, else ``default_store_path()`` ($BEDSIDE_STORE, else ./data/results);
-        ``version``: read it as it was at that store version (time travel; writes are refused)."""
-        return cls(Path(root) if root is not None else default_store_path(), version)
+    def open(cls, root: str | os.PathLike[str] | ObjectPath | None = None, version: int | None = None) -> "Store":
+        """The store at ``root`` (a folder or an ``s3://bucket/prefix`` URL), else ``default_store_path()``
+        ($BEDSIDE_STORE, else ./data/results); ``version``: read it as it was at that store version (time
+        travel; writes are refused)."""
+        return cls(root if root is not None else default_store_path(), version)
+
+    @property
+    def is_remote(self) -> bool:
+        """Whether the store lies in an object store (an ``s3://`` URL) rather than a local folder."""
+        return isinstance(self.root, ObjectPath)
 
     def _path(self, table: str) -> Path:
         return self.root / table
@@ -71,6 +82,8 @@ class Store:
 
     def _check_layout(self) -> None:
         check_store_folder(self.root)  # a folder that is not a store: one line, before anything is read
+        if self.is_remote:  # object stores hold stores of this layout only
+            return
         runs = self._path("runs")
         # A marked store is never of the old layout: its runs table may be in its first commit (another writer).
         if runs.is_dir() and not delta.is_table(runs) and not (self.root / MARKER).exists() \
@@ -95,7 +108,7 @@ class Store:
             files = [f for f, _, _ in delta.files_of(actions, path, None, None)]
             if len(_RUNS) > 64:
                 _RUNS.clear()
-            _RUNS[key] = delta.read_files(files, "runs", delta.physical_schema("runs").names).to_arrow()
+            _RUNS[key] = parquet.read_files(files, "runs", delta.physical_schema("runs").names).to_arrow()
         as_of = delta.commit_time(path, version) if self.pinned is not None else None
         return _Snapshot(version, _RUNS[key], as_of)
 
@@ -150,6 +163,12 @@ class Store:
             return [f for f, _, _ in files]
         return [f for f, _, _ in self._data_files(snap, table, None if key is None else [key])]
 
+    def arrow_dataset(self, table: str) -> Any:
+        """The table's visible rows as a lazy pyarrow dataset of its current files (the schema's columns; a run
+        table's also ``write_id``), local or on an object store: what ``bedside sql`` reads an ``s3://`` store
+        through, with no DuckDB extension; ``pl.scan_pyarrow_dataset`` reads it too."""
+        return parquet.arrow_dataset(self.files(table), table)
+
     def read(self, table: str, run_ids: list[str] | None = None, columns: list[str] | None = None,
              keys: list[str] | None = None) -> pl.DataFrame:
         """A table (or the rows of the given runs, or of other partition ``keys``: dataset digests) as a
@@ -178,7 +197,7 @@ class Store:
             if keys is not None:  # in the order of the keys given, as callers expect
                 order = {(_part(k) if table not in DATASET_TABLES else k): i for i, k in enumerate(keys)}
                 found.sort(key=lambda f: order.get(f[1], 0))
-            data = delta.read_files([f for f, _, _ in found], table, list(wanted))
+            data = parquet.read_files([f for f, _, _ in found], table, list(wanted))
             # A data table read while a runs commit (and the sweep after it) went by may miss rows the
             # snapshot's live set names: read again from a newer snapshot (pinned stores never move).
             if snap.as_of is not None or self._latest_version() == snap.version:
@@ -198,7 +217,7 @@ class Store:
         loaded = delta.actions_as_of(path, None)
         part = _part(run_id)
         found = [] if loaded is None else delta.files_of(loaded, path, {part}, {part: set(write_ids)})
-        return delta.read_files([f for f, _, _ in found], table, columns or STORED[table].names)
+        return parquet.read_files([f for f, _, _ in found], table, columns or STORED[table].names)
 
     def unscored(self, run_ids: list[str] | None = None, table: str | None = None) -> list[str]:
         """Runs (all, or of ``run_ids``) with no scores stored (written before scores were, or by a process
@@ -260,6 +279,9 @@ class Store:
     def _writable(self) -> None:
         if self.pinned is not None:
             raise StoreError(f"{self.root}: opened at version {self.pinned} for reading; open it without a version to write")
+        unsafe = location.unsafe_to_write() if self.is_remote else None
+        if unsafe:
+            raise StoreError(f"{self.root}: refusing to write: {unsafe}")
         claim_store_folder(self.root)  # a new store gets its marker; a folder that is not one is refused
 
     @contextmanager
@@ -288,16 +310,21 @@ class Store:
         return commits.batch(self, every_s)
 
     def journal_dir(self, run_id: str) -> Path:
-        """Where the write-ahead journal of a run being collected lives (created by the journal)."""
-        return self.root / "journal" / safe_segment(self._canon(run_id))
+        """Where the write-ahead journal of a run being collected lives (created by the journal): in the store,
+        or for an object store on this machine (``location.journal_root``): a journal is appended line by line,
+        which objects are not, and it is the collecting machine's (resume a run where it was collected)."""
+        root = location.journal_root(self.root) if self.is_remote else self.root / "journal"
+        return root / safe_segment(self._canon(run_id))
 
     def write_dataset(self, dataset) -> None:  # dataset: toolkit.dataset.Dataset (untyped: no upward import)
         """Store a dataset's cases and rubric items once per digest (idempotent across processes)."""
         self._writable()
+        if self.has_dataset(dataset.sha256):  # stored already: no lock to take (a round trip on an object store)
+            return
         with store_lock(self.root / ".locks" / "store.lock"):
             for table in DATASET_TABLES:
                 path = self._path(table)
-                loaded = delta.load(path)
+                loaded = delta.actions_as_of(path)
                 if loaded is not None and delta.files_of(loaded, path, {dataset.sha256}, None):
                     continue
                 rows = getattr(dataset, table).to_arrow()

@@ -19,45 +19,47 @@ from pathlib import Path
 from urllib.parse import unquote
 from typing import Any, Callable, TypeVar
 
-import polars as pl
 import pyarrow as pa
 
+from toolkit.store import location, parquet
 from toolkit.store.disk import SLACK, is_no_space, no_space, quiet_panics, room
+from toolkit.store.location import ObjectPath
+from toolkit.store.layout import DATA_TABLES, PART, RUN_DATA, SCORES, WRITE_ID, empty, physical_schema  # noqa: F401
 from toolkit.store.sealed import seal_added
 from toolkit.store.paths import StoreError
-from toolkit.tables import DATASET_TABLES, FILLED, LABEL_TABLES, SCORE_TABLES, STORED, constant
+from toolkit.tables import DATASET_TABLES, FILLED, LABEL_TABLES
 
-DATA_TABLES = ("answers", "judgments", "decisions")
-SCORES = tuple(SCORE_TABLES)  # a run's scores: rows of its one scores write (``live.scores_write``)
-RUN_DATA = (*DATA_TABLES, *SCORES)
-PART = "part"
-WRITE_ID = "write_id"
 _RETRIES = 60
 T = TypeVar("T")
-
-
-def physical_schema(table: str) -> pa.Schema:
-    fields = [pa.field(f.name, f.type, nullable=True) for f in STORED[table].schema]
-    if table in RUN_DATA:
-        fields.append(pa.field(WRITE_ID, pa.string()))
-    fields.append(pa.field(PART, pa.string()))
-    return pa.schema(fields)
-
-
-def empty(table: str, columns: list[str] | None = None) -> pa.Table:
-    """No rows of the table (``Schema.empty_table`` would import pandas, half a second of a cold start)."""
-    schema = physical_schema(table)
-    if columns is not None:
-        schema = pa.schema([schema.field(c) for c in columns])
-    return pa.Table.from_batches([], schema)
 
 
 def partition_by(table: str) -> list[str] | None:
     return [PART] if table in RUN_DATA or table in DATASET_TABLES or table in LABEL_TABLES else None
 
 
+_REMOTE_TABLES: set[str] = set()  # object-store tables seen (a request each to find out otherwise)
+
+
 def is_table(path: Path) -> bool:
+    if isinstance(path, ObjectPath):
+        if str(path) not in _REMOTE_TABLES and (path / "_delta_log").is_dir():
+            _REMOTE_TABLES.add(str(path))
+        return str(path) in _REMOTE_TABLES
     return (path / "_delta_log").is_dir()
+
+
+def _open(path: Path) -> Any:
+    """The table's DeltaTable (an object store's with the environment's ``storage_options``)."""
+    from deltalake import DeltaTable
+
+    if isinstance(path, ObjectPath):
+        return DeltaTable(str(path), storage_options=location.storage_options())
+    return DeltaTable(str(path))
+
+
+def _failed(path: Path, what: str, error: Exception) -> StoreError:
+    shown = location.first_line(error) if isinstance(path, ObjectPath) else error
+    return StoreError(f"{path}: {what}: {shown}")
 
 
 def _conflict(error: Exception) -> bool:
@@ -83,7 +85,7 @@ def retry(action: Callable[[], T], path: Path, what: str, need: int = 0) -> T:
             if is_no_space(error):
                 raise no_space(path) from None
             if not _conflict(error) or attempt == _RETRIES - 1:
-                raise StoreError(f"{path}: {what}: {error}") from error
+                raise _failed(path, what, error) from error
         time.sleep(delay * (0.5 + random.random()))
         delay = min(0.5, delay * 1.6)
     raise AssertionError("unreachable")
@@ -94,8 +96,11 @@ def ensure(path: Path, table: str) -> None:
 
     if is_table(path):
         return
+    # On an object store a checkpoint every 10 commits keeps a fresh process's first read to a few requests.
+    remote = {"storage_options": location.storage_options(), "configuration": {"delta.checkpointInterval": "10"}
+              } if isinstance(path, ObjectPath) else {}
     retry(lambda: DeltaTable.create(str(path), physical_schema(table), mode="ignore",
-                                    partition_by=partition_by(table), name=table), path, "create", SLACK)
+                                    partition_by=partition_by(table), name=table, **remote), path, "create", SLACK)
 
 
 def overwrite(path: Path, table: str, data: pa.Table, predicate: str) -> None:
@@ -122,19 +127,26 @@ def _write(path: Path, data: pa.Table, **options: Any) -> None:
     whole log, a cost that grows with the store. Reused only while the log file of the
     version it holds is still the same file (a table removed and created again is loaded anew); taken out
     of the cache while in use (threads); dropped on an error (the retry loads it afresh)."""
-    from deltalake import DeltaTable, write_deltalake
+    from deltalake import write_deltalake
 
-    with _WRITERS_GUARD:
-        cached = _WRITERS.pop(str(path), None)
-    table = None
-    if cached is not None and version_key(path, cached[0].version()) == cached[1]:
-        table = cached[0]
-        table.update_incremental()
-    if table is None:
-        table = DeltaTable(str(path))
+    table = _writer(path)
     _widen(table, data.schema)
     write_deltalake(table, data, **options)
     seal_added(path, table.version())  # the committed files: read-only on disk
+    _keep(path, table)
+
+
+def _writer(path: Path) -> Any:
+    """The table's kept DeltaTable brought up to date (taken out of the cache while in use), else a fresh one."""
+    with _WRITERS_GUARD:
+        cached = _WRITERS.pop(str(path), None)
+    if cached is not None and version_key(path, cached[0].version()) == cached[1]:
+        cached[0].update_incremental()
+        return cached[0]
+    return _open(path)
+
+
+def _keep(path: Path, table: Any) -> None:
     key = version_key(path, table.version())
     with _WRITERS_GUARD:
         if len(_WRITERS) > 64:
@@ -156,16 +168,22 @@ def _widen(table: Any, schema: pa.Schema) -> None:
 
 
 def delete(path: Path, predicate: str) -> None:
-    from deltalake import DeltaTable
-
     if is_table(path):
-        retry(lambda: DeltaTable(str(path)).delete(predicate), path, "delete")
+        retry(lambda: _delete(path, predicate), path, "delete")
         seal_added(path, latest_version(path))  # files a delete rewrote: read-only on disk
+
+
+def _delete(path: Path, predicate: str) -> None:
+    table = _writer(path)
+    table.delete(predicate)
+    _keep(path, table)
 
 
 def latest_version(path: Path) -> int | None:
     """The table's newest version from its log's file names (one directory listing; None: no table). A commit
     appears as ``<version>.json`` atomically, so the highest name is the latest committed version."""
+    if isinstance(path, ObjectPath):
+        return _remote_latest(path)
     try:
         names = os.listdir(path / "_delta_log")
     except FileNotFoundError:
@@ -174,9 +192,18 @@ def latest_version(path: Path) -> int | None:
     return max(versions, default=None)
 
 
+def _remote_latest(path: ObjectPath) -> int | None:
+    """As ``latest_version``, from one listing of the log's keys."""
+    names = [entry.name for entry in (path / "_delta_log").listing()]
+    versions = [int(n[:20]) for n in names if len(n) == 25 and n.endswith(".json") and n[:20].isdigit()]
+    return max(versions, default=None)
+
+
 def version_key(path: Path, version: int) -> tuple:
     """A cache key of one committed version: the table, the version and its log file's identity (a store
     deleted and written again in this process reuses version numbers, not log files)."""
+    if isinstance(path, ObjectPath):  # a store removed and written again under the same URL: a new process
+        return (str(path), version)
     try:
         info = os.stat(path / "_delta_log" / f"{version:020d}.json")
         return (str(path), version, info.st_ino, info.st_mtime_ns)
@@ -203,7 +230,8 @@ def actions_at(path: Path, version: int) -> pa.Table:
         if len(_ACTIONS) > 256:
             _ACTIONS.clear()
         try:
-            actions = add_actions(load(path, version=version))
+            actions = _remote_at(path, version) if isinstance(path, ObjectPath) else \
+                add_actions(load(path, version=version))
         except UnicodeEncodeError:  # a path that is not UTF-8: the CLI names it as such
             raise
         except Exception as error:  # noqa: BLE001 - delta-rs raises its own types for a log it cannot read
@@ -212,6 +240,24 @@ def actions_at(path: Path, version: int) -> pa.Table:
                              f"({type(error).__name__}: {first})") from error
         _ACTIONS[key] = actions
     return _ACTIONS[key]
+
+
+def _remote_at(path: ObjectPath, version: int) -> pa.Table:
+    """The add actions of an object-store table's ``version`` through the DeltaTable this process keeps for it
+    (``_writer``): moving it forward reads the new log entries only, where a fresh load lists and reads the
+    log from its checkpoint."""
+    from deltalake import DeltaTable
+
+    with _WRITERS_GUARD:
+        cached = _WRITERS.pop(str(path), None)
+    table = cached[0] if cached is not None else None
+    if table is None or table.version() > version:
+        table = DeltaTable(str(path), version=version, storage_options=location.storage_options())
+    elif table.version() != version:
+        table.load_as_version(version)
+    actions = add_actions(table)
+    _keep(path, table)
+    return actions
 
 
 def prefetch(paths: list[Path]) -> None:
@@ -231,11 +277,9 @@ def prefetch(paths: list[Path]) -> None:
 def load(path: Path, version: int | None = None, as_of: dt.datetime | None = None) -> Any:
     """The table's DeltaTable at its latest version (or ``version``, or the last commit at ``as_of``); None
     when the table was never written."""
-    from deltalake import DeltaTable
-
     if not is_table(path):
         return None
-    table = DeltaTable(str(path))
+    table = _open(path)
     if version is not None:
         table.load_as_version(version)
     elif as_of is not None:
@@ -248,9 +292,7 @@ def load(path: Path, version: int | None = None, as_of: dt.datetime | None = Non
 
 def commit_time(path: Path, version: int) -> dt.datetime:
     """When ``version`` of a table was committed (the time delta-rs itself travels by)."""
-    from deltalake import DeltaTable
-
-    for entry in DeltaTable(str(path)).history():
+    for entry in _open(path).history():
         if entry.get("version") == version and entry.get("timestamp") is not None:
             return dt.datetime.fromtimestamp(entry["timestamp"] / 1000, tz=dt.timezone.utc)
     log = path / "_delta_log" / f"{version:020d}.json"
@@ -289,32 +331,12 @@ def files_of(table: Any, root: Path, parts: set[str] | None, live: dict[str, set
             ids = live.get(part, set())
             low, high = lows[i], highs[i]
             if low is None or high is None:  # an add action without statistics (the protocol allows it)
-                low, high, _ = file_write_ids(root / unquote(rel)) or (next(iter(ids), None),) * 2 + (0,)
+                low, high, _ = parquet.file_write_ids(root / unquote(rel)) or (next(iter(ids), None),) * 2 + (0,)
             if low not in ids or high not in ids:
                 continue
         out.append((root / unquote(rel), part, size))
     out.sort(key=lambda f: str(f[0]))
     return out
-
-
-_FILE_IDS: dict[str, tuple[str, str, int]] = {}  # data file -> (min, max write_id, rows): files never change
-
-
-def file_write_ids(path: Path) -> tuple[str, str, int] | None:
-    """(lowest and highest write id, rows) of a data file, read from the file itself: for an add action whose
-    statistics were left out. None when the file cannot be read (then whoever reads it names it)."""
-    key = str(path)
-    if key not in _FILE_IDS:
-        try:
-            ids = pl.read_parquet(key, columns=[WRITE_ID], hive_partitioning=False)[WRITE_ID]
-        except Exception:  # noqa: BLE001 - polars' errors have no common base
-            return None
-        if ids.null_count() or not len(ids):
-            return None
-        if len(_FILE_IDS) > 4096:
-            _FILE_IDS.clear()
-        _FILE_IDS[key] = (ids.min(), ids.max(), len(ids))
-    return _FILE_IDS[key]
 
 
 def write_rows(table: Any, root: Path, parts: set[str] | None) -> dict[tuple[str, str], int]:
@@ -335,62 +357,10 @@ def write_rows(table: Any, root: Path, parts: set[str] | None) -> dict[tuple[str
         if parts is not None and part not in parts:
             continue
         if low is None or high is None or rows is None:
-            found = file_write_ids(root / unquote(rel))
+            found = parquet.file_write_ids(root / unquote(rel))
             if found is None:
                 continue
             low, high, rows = (low or found[0]), (high or found[1]), found[2] if rows is None else rows
         for wid in {low, high}:
             out[(part, wid)] = out.get((part, wid), 0) + rows
     return out
-
-
-def polars_schema(table: str, columns: list[str]) -> pl.Schema:
-    """The polars types of ``columns`` of the table's physical schema."""
-    return pl.from_arrow(empty(table, columns)).schema
-
-
-def read_files(files: list[Path], table: str, columns: list[str]) -> pl.DataFrame:
-    """The given files' rows (``columns`` of the physical schema, its types), in file order; StoreError
-    naming the first file that cannot be read.
-
-    All files in one polars read (parallel, no Python per file, no Arrow casts: a cold command need not
-    import pyarrow.compute, pyarrow.parquet and the ssl it loads; pyarrow.dataset would import pandas); files
-    written before a FILLED column existed get it in a second polars pass. Should that fail, file by file with
-    ``pyarrow.parquet``, which names a damaged file (or reads what polars refused)."""
-    types = polars_schema(table, columns)
-    if files:
-        names = [str(f) for f in files]
-        try:
-            frame = pl.read_parquet(names, columns=columns, hive_partitioning=False, glob=False,
-                                    missing_columns="raise")
-            return frame.cast(types)
-        except Exception:  # noqa: BLE001 - polars' errors have no common base; the slow path explains
-            pass
-        filled = [c for c in columns if c in FILLED]
-        if filled:  # files written before these columns existed
-            try:
-                rest = pl.read_parquet(names, columns=[c for c in columns if c not in FILLED],
-                                       hive_partitioning=False, glob=False, missing_columns="raise")
-                added = pl.scan_parquet(names, schema=pl.Schema({c: types[c] for c in filled}), hive_partitioning=False,
-                                        glob=False, missing_columns="insert", extra_columns="ignore").collect()
-                frame = pl.concat([rest, added], how="horizontal")
-                return frame.select(columns).with_columns(
-                    [pl.col(c).fill_null(FILLED[c]) for c in filled]).cast(types)
-            except Exception:  # noqa: BLE001 - as above
-                pass
-    import pyarrow.parquet as pq
-
-    schema = pa.schema([physical_schema(table).field(c) for c in columns])
-    parts = []
-    for f in files:
-        try:
-            source = pq.ParquetFile(f)
-            have = set(source.schema_arrow.names)
-            part = source.read(columns=[c for c in columns if c in have or c not in FILLED])
-            for c in columns:
-                if c not in have and c in FILLED:
-                    part = part.append_column(c, constant(FILLED[c], part.num_rows, schema.field(c).type))
-            parts.append(part.select(columns).cast(schema))
-        except (OSError, pa.ArrowException) as error:
-            raise StoreError(f"{f}: damaged part file: {str(error).splitlines()[0][:200]}") from None
-    return pl.from_arrow(pa.concat_tables(parts) if parts else empty(table, columns)).cast(types)

@@ -55,7 +55,9 @@ SLACK = 16 << 10  # bytes a commit writes besides its rows: its log entry, a Par
 def room(path: Path, need: int) -> None:
     """No space (``no_space``) when the disk has less than ``need`` bytes and a log entry free: delta-rs
     writing into a full disk errs, and its Parquet writer then panics in a worker thread (printed on
-    stderr), so a write that cannot fit is not begun."""
+    stderr), so a write that cannot fit is not begun. An object store (no local path) has no such limit here."""
+    if not isinstance(path, Path):
+        return
     where = path
     while not where.exists() and where != where.parent:
         where = where.parent

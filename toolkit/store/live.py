@@ -16,6 +16,7 @@ from typing import Any
 
 from toolkit.store import delta
 from toolkit.store.delta import DATA_TABLES, PART, RUN_DATA, SCORES
+from toolkit.store.location import ObjectPath
 from toolkit.store.paths import part_of as _part
 
 TRIES = 8  # snapshots a check takes while concurrent commits keep moving the store
@@ -130,13 +131,22 @@ def _damaged(store: Any, snap: Any, run_ids: list[str] | None) -> dict[str, str]
     wanted = None if run_ids is None else {_part(r) for r in run_ids}
     out: dict[str, str] = {}
     for table in RUN_DATA:
+        listed = _sizes(store._path(table)) if isinstance(store.root, ObjectPath) else None
         for path, part, size in store._data_files(snap, table, None):
             if (wanted is not None and part not in wanted) or by_part.get(part) in out:
                 continue
-            actual = path.stat().st_size if path.exists() else None
+            if listed is not None:
+                actual = listed.get(str(path))
+            else:
+                actual = path.stat().st_size if path.exists() else None
             if actual != size:
                 what = "missing" if actual is None else f"{actual} bytes, its commit recorded {size}"
                 out[by_part[part]] = f"{path}: damaged part file ({what})"
     for run_id, problem in lost_in(store, snap, RUN_DATA, run_ids).items():
         out.setdefault(run_id, problem)
     return out
+
+
+def _sizes(table: ObjectPath) -> dict[str, int]:
+    """An object-store table's objects and their sizes, in one listing (a request per file otherwise)."""
+    return {str(p): p.stat().st_size for p in table.listing(recursive=True)}

@@ -5,7 +5,8 @@ holder's pid, command line and start time go into a temporary file, which is flo
 into place (a link never replaces a file), so a second writer that finds the lock always reads who holds
 it. The holder unlinks the file before it lets go; a file left by a killed holder is unlocked and is
 removed by the next writer under its flock. Locks are re-entrant within a process (the collector holds a
-run's lock while its journal commits through the same store).
+run's lock while its journal commits through the same store). On an object store, where no process of
+another machine sees a flock, the same locks are leases (``toolkit.store.leases``).
 """
 
 from __future__ import annotations
@@ -20,12 +21,17 @@ import threading
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from toolkit.store.disk import check_space
+from toolkit.store.location import ObjectPath
 from toolkit.store.paths import StoreError
 
+if TYPE_CHECKING:
+    from toolkit.store import leases
+
 _HELD: dict[str, int] = {}  # lock file -> re-entry depth in this process
+_LEASES: dict[str, "leases.Lease"] = {}  # object-store lock -> the lease this process holds
 _GUARD = threading.Lock()
 _TRIES = 100  # lock files removed under our feet (released or stale) before we give up
 
@@ -116,12 +122,19 @@ def run_lock(path: Path, what: str, join: bool = False) -> Iterator[None]:
         else:
             reentered = False
     if reentered:
+        if key in _LEASES:  # a write inside a lock whose lease another writer took over after it ran out
+            from toolkit.store import leases
+
+            leases.check(_LEASES[key])
         try:
             yield
         finally:
             with _GUARD:
                 if key in _HELD:  # not when the holder let go first (its generator collected, say)
                     _HELD[key] -= 1
+        return
+    if isinstance(path, ObjectPath):
+        yield from _leased(path, what, key)
         return
     with check_space(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -141,9 +154,34 @@ def run_lock(path: Path, what: str, join: bool = False) -> Iterator[None]:
         os.close(fd)
 
 
+def _leased(path: ObjectPath, what: str, key: str) -> Iterator[None]:
+    from toolkit.store import leases  # object stores only: local stores never load it
+
+    lease = leases.acquire(path, what)
+    try:
+        with _GUARD:
+            _HELD[key] = 1
+            _LEASES[key] = lease
+        yield
+    finally:
+        with _GUARD:
+            _HELD.pop(key, None)
+            _LEASES.pop(key, None)
+        leases.release(lease)
+
+
 @contextmanager
 def store_lock(path: Path) -> Iterator[None]:
     """Exclusive and blocking (held for a few commits at most): check-then-write sections across processes."""
+    if isinstance(path, ObjectPath):
+        from toolkit.store import leases
+
+        lease = leases.acquire(path, f"{path.parent.parent}: store lock", wait_s=3 * leases.lease_seconds())
+        try:
+            yield
+        finally:
+            leases.release(lease)
+        return
     with check_space(path.parent):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -11,16 +11,17 @@ from pathlib import Path
 
 from toolkit.store.disk import check_space
 from toolkit.store.errors import StoreError
+from toolkit.store.location import ObjectPath, parse
 
 _SAFE = re.compile(r"[A-Za-z0-9_\-]")
 _MAX_SEGMENT = 120
 
 
-def default_store_path() -> Path:
-    """Where a command without ``--store`` reads and writes: ``$BEDSIDE_STORE``, else ``./data/results``
-    relative to the current directory (never inside the installed package)."""
+def default_store_path() -> Path | ObjectPath:
+    """Where a command without ``--store`` reads and writes: ``$BEDSIDE_STORE`` (a folder or an ``s3://``
+    URL), else ``./data/results`` relative to the current directory (never inside the installed package)."""
     chosen = os.environ.get("BEDSIDE_STORE")
-    return Path(chosen) if chosen else Path.cwd() / "data" / "results"
+    return parse(chosen) if chosen else Path.cwd() / "data" / "results"
 
 
 def safe_segment(run_id: str) -> str:
@@ -133,6 +134,8 @@ def _marked(root: Path) -> bool:
 
 def check_store_folder(root: Path) -> None:
     """For reading: StoreError (one line) when ``root`` is there but is not a store; nothing is written."""
+    if isinstance(root, ObjectPath):
+        return _check_remote(root)
     if str(root) in _UNMARKED or not os.path.lexists(root) or _marked(root):
         return
     if not root.is_dir():
@@ -150,6 +153,8 @@ def claim_store_folder(root: Path) -> None:
     StoreError (one line) naming any other folder, which is left as it is."""
     if str(root) in _CHECKED and str(root) not in _OLDER:
         return
+    if isinstance(root, ObjectPath):
+        return _claim_remote(root)
     _UNMARKED.discard(str(root))
     check_store_folder(root)
     if _marked(root):
@@ -178,3 +183,48 @@ def _write_marker(root: Path, replace: bool) -> None:
         pass
     finally:
         temp.unlink(missing_ok=True)
+
+
+# -- a store under an object-store prefix ----------------------------------------------------------------
+
+def _check_remote(root: ObjectPath) -> None:
+    """As ``check_store_folder``, for an ``s3://`` prefix: marked, empty, or holding only a store's entries."""
+    if str(root) in _CHECKED:
+        return
+    try:
+        text = (root / MARKER).read_bytes()[:100].decode("utf-8", "replace")
+    except FileNotFoundError:
+        names = [p.name for p in root.listing()]
+        bucket = ObjectPath("s3://" + root.key.split("/", 1)[0])
+        if not names and not bucket.exists():  # else read as an empty store: say what is missing instead
+            raise StoreError(f"{root}: no bucket {bucket.name!r} there (check the URL, AWS_ENDPOINT_URL and "
+                             "AWS_REGION)") from None
+        if names and not all(n in _OWN for n in names):
+            raise StoreError(f"{root}: not a bedside store (it holds other objects and no {MARKER}); "
+                             "give a store's prefix, or an empty or new one to create a store") from None
+        return
+    except OSError as error:
+        from toolkit.store.location import first_line
+
+        raise StoreError(f"{root}: cannot read the store ({first_line(error)})") from None
+    kind, _, version = text.strip().partition(" ")
+    if kind != "bedside-store" or not version.isdigit():
+        raise StoreError(f"{root / MARKER}: not a bedside store marker; the prefix is not a store")
+    if int(version) != FORMAT:
+        raise StoreError(f"{root}: a store of {'a newer' if int(version) > FORMAT else 'an older'} bedside "
+                         f"(format {version}); use bedside of format {version}")
+    _CHECKED.add(str(root))
+
+
+def _claim_remote(root: ObjectPath) -> None:
+    """As ``claim_store_folder``, for an ``s3://`` prefix: its marker is written when missing (two creators
+    racing write the same bytes)."""
+    _check_remote(root)
+    if str(root) not in _CHECKED:
+        try:
+            (root / MARKER).write_bytes(MARKER_TEXT.encode())
+        except OSError as error:
+            from toolkit.store.location import first_line
+
+            raise StoreError(f"{root}: cannot write to the store ({first_line(error)})") from None
+        _CHECKED.add(str(root))

@@ -19,8 +19,9 @@ READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 
 def seal_added(table: Path, version: int | None) -> None:
     """Make the data files that ``version`` of the Delta table at ``table`` added read-only. Best effort:
-    a file system without permissions, or a log line it cannot read, leaves the files as they are."""
-    if version is None or os.name == "nt":
+    a file system without permissions, or a log line it cannot read, leaves the files as they are. Not on an
+    object store (no local path), whose objects no local tool opens for writing."""
+    if version is None or os.name == "nt" or not isinstance(table, Path):
         return
     try:
         lines = (table / "_delta_log" / f"{version:020d}.json").read_text(encoding="utf-8").splitlines()

@@ -314,7 +314,7 @@ def sweep(store: "Store", run_id: str, keep: set[str], scores: str | None = None
     for table in RUN_DATA:
         kept = ({scores} if scores else set()) if table in SCORES else keep
         path = store._path(table)
-        loaded = delta.load(path)
+        loaded = delta.actions_as_of(path)
         if loaded is None:
             continue
         present = delta.files_of(loaded, path, {seg}, None)

@@ -1,0 +1,101 @@
+"""A real S3 API on loopback for the tests: moto's server mode as a subprocess on a free port.
+
+``s3_server`` (module scope) starts ``python -m moto.server`` and stops it; ``s3_env`` points this process
+and the commands it starts at it (the standard AWS environment: ``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``,
+test credentials) and creates a fresh bucket; ``s3_store`` is an ``s3://`` store URL in it. Without moto the
+tests skip on a developer machine and FAIL in CI (CI=true), where the test extra must be installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import pytest
+
+_BUCKETS = itertools.count()
+
+
+@dataclass(frozen=True)
+class S3Server:
+    endpoint: str  # http://127.0.0.1:PORT
+    process: subprocess.Popen
+
+    def env(self) -> dict[str, str]:
+        """The environment a command needs to reach this server (on top of os.environ)."""
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+
+    def make_bucket(self, name: str) -> None:
+        from pyarrow import fs
+
+        s3 = fs.S3FileSystem(endpoint_override=self.endpoint.split("://", 1)[1], scheme="http",
+                             access_key="testing", secret_key="testing", region="us-east-1",
+                             allow_bucket_creation=True)
+        s3.create_dir(name)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _missing(message: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{message}; CI must have it (pip install -e '.[test]')")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def s3_server() -> Iterator[S3Server]:
+    if importlib.util.find_spec("moto") is None or importlib.util.find_spec("flask") is None:
+        _missing("moto[server] is not installed: no S3 server on loopback")
+    port = _free_port()
+    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                pytest.fail(f"moto's S3 server did not start on port {port}")
+            time.sleep(0.1)
+    try:
+        yield S3Server(f"http://127.0.0.1:{port}", process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.fixture
+def s3_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path) -> S3Server:
+    """This process and its children pointed at the server; journals of s3 stores under tmp_path."""
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONDITIONAL_PUT", "AWS_S3_LOCKING_PROVIDER",
+                 "AWS_ENDPOINT_URL_S3", "BEDSIDE_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return s3_server
+
+
+@pytest.fixture
+def s3_store(s3_env: S3Server) -> str:
+    """An empty store URL in a bucket of its own."""
+    bucket = f"bedside-test-{os.getpid()}-{next(_BUCKETS)}"
+    s3_env.make_bucket(bucket)
+    return f"s3://{bucket}/store"

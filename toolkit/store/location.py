@@ -1,0 +1,264 @@
+"""Where a store lies: a local folder (a ``Path``, exactly as always) or an ``s3://bucket/prefix`` URL.
+
+An object-store root is an ``ObjectPath``: the few ``Path`` operations the store uses (``/``, ``name``,
+``parent``, ``exists``, ``is_dir``, ``iterdir``, ``stat``, ``read_bytes``, ``write_bytes``, ``unlink``)
+done through ``pyarrow.fs.S3FileSystem``; Delta tables under it are opened by deltalake with
+``storage_options``. Both take their settings from the standard AWS environment (and profile, through the
+AWS SDK's default chain): ``AWS_ENDPOINT_URL`` (an S3-compatible store such as MinIO or Ceph),
+``AWS_REGION``, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN`` or ``AWS_PROFILE``,
+``AWS_ALLOW_HTTP=true`` for a plain-http endpoint. An ``ObjectPath`` has no ``__fspath__``: a local-only
+call on it fails loudly instead of making a folder named ``s3:``.
+
+Commits are safe on S3 by conditional put (``AWS_CONDITIONAL_PUT=etag``, the default here), or by the
+DynamoDB locking provider when the user configures one (``AWS_S3_LOCKING_PROVIDER=dynamodb`` with
+``DELTA_DYNAMO_TABLE_NAME``); with neither (``AWS_CONDITIONAL_PUT=disabled``) ``unsafe_to_write`` says so
+and the store refuses to write.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from functools import lru_cache
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Iterator
+
+from toolkit.store.errors import StoreError
+
+SCHEMES = ("s3://", "s3a://")
+_FS_GUARD = threading.Lock()
+
+
+def is_url(text: str) -> bool:
+    """``scheme://...`` (string methods: a local store's commands compile no pattern for it)."""
+    scheme, sep, _ = text.partition("://")
+    return bool(sep) and scheme[:1].isalpha() and scheme.replace("+", "").replace(".", "").replace("-", "").isalnum()
+
+
+def parse(root: "str | os.PathLike[str] | ObjectPath") -> "Path | ObjectPath":
+    """A store root: an ``ObjectPath`` for an ``s3://`` URL (StoreError, one line, for another scheme or a
+    URL without a bucket), else a ``Path`` as given."""
+    if isinstance(root, (Path, ObjectPath)):
+        return root
+    text = os.fspath(root)
+    if not is_url(text):
+        return Path(text)
+    if not text.lower().startswith(SCHEMES):
+        raise StoreError(f"{text}: not a store location bedside knows (a folder, or an s3://bucket/prefix URL)")
+    rest = text.split("://", 1)[1].strip("/")
+    if not rest or rest.split("/", 1)[0] in ("", ".", ".."):
+        raise StoreError(f"{text}: an S3 store URL names a bucket: s3://bucket/prefix")
+    return ObjectPath("s3://" + re.sub(r"/+", "/", rest))
+
+
+def is_remote(path: Any) -> bool:
+    return isinstance(path, ObjectPath)
+
+
+# -- settings from the AWS environment ------------------------------------------------------------------
+
+def _env(*names: str) -> str | None:
+    for name in names:
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def _allow_http() -> bool:
+    return (_env("AWS_ALLOW_HTTP") or "").strip().lower() in ("true", "1", "yes")
+
+
+def endpoint() -> str | None:
+    return _env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+
+
+def check_settings(url: str) -> None:
+    """StoreError (one line) for settings no request can succeed with: a plain-http endpoint not allowed."""
+    found = endpoint()
+    if found and found.lower().startswith("http://") and not _allow_http():
+        raise StoreError(f"{url}: AWS_ENDPOINT_URL {found} is plain http; set AWS_ALLOW_HTTP=true to use it")
+
+
+def storage_options() -> dict[str, str]:
+    """deltalake's options for an S3 store: conditional-put commits unless the user chose otherwise, and the
+    endpoint, region and http setting of the environment (credentials: the AWS SDK's default chain)."""
+    options = {"AWS_CONDITIONAL_PUT": _env("AWS_CONDITIONAL_PUT") or "etag"}
+    for name in ("AWS_REGION", "AWS_S3_LOCKING_PROVIDER", "DELTA_DYNAMO_TABLE_NAME"):
+        if _env(name):
+            options[name] = _env(name)  # type: ignore[assignment]
+    if not _env("AWS_REGION") and _env("AWS_DEFAULT_REGION"):
+        options["AWS_REGION"] = _env("AWS_DEFAULT_REGION")  # type: ignore[assignment]
+    if endpoint():
+        options["AWS_ENDPOINT_URL"] = endpoint()  # type: ignore[assignment]
+    if _allow_http():
+        options["allow_http"] = "true"
+    return options
+
+
+def unsafe_to_write() -> str | None:
+    """Why commits to an S3 store would not be safe with two writers (None: they are): conditional put
+    switched off and no locking provider configured."""
+    put = (_env("AWS_CONDITIONAL_PUT") or "etag").strip().lower()
+    locking = (_env("AWS_S3_LOCKING_PROVIDER") or "").strip().lower()
+    if put in ("disabled", "none", "off", "false") and locking != "dynamodb":
+        return (f"AWS_CONDITIONAL_PUT={put} and no locking provider, so two writers could overwrite each "
+                "other's commits; set AWS_CONDITIONAL_PUT=etag (AWS S3, MinIO, Ceph, ...) or "
+                "AWS_S3_LOCKING_PROVIDER=dynamodb with DELTA_DYNAMO_TABLE_NAME")
+    return None
+
+
+def journal_root(root: "ObjectPath") -> Path:
+    """This machine's folder for the collection journals of an object store's runs:
+    ``$XDG_STATE_HOME/bedside/journals/<digest of the URL>`` (else ``~/.local/state/...``). State, not cache:
+    a journal holds answers not yet committed."""
+    import hashlib
+
+    state = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(state) if os.path.isabs(state) else Path.home() / ".local" / "state"
+    return base / "bedside" / "journals" / hashlib.sha256(str(root).encode()).hexdigest()[:20]
+
+
+@lru_cache(maxsize=8)
+def _filesystem(point: str | None, region: str | None) -> Any:
+    from pyarrow import fs
+
+    options: dict[str, Any] = {"region": region or "us-east-1"}
+    if point:
+        scheme, _, host = point.partition("://")
+        options.update(endpoint_override=host.rstrip("/"), scheme=scheme or "https")
+    return fs.S3FileSystem(**options)
+
+
+def filesystem() -> Any:
+    """The pyarrow S3 file system of the environment's settings (one per setting, shared)."""
+    with _FS_GUARD:
+        return _filesystem(endpoint(), _env("AWS_REGION", "AWS_DEFAULT_REGION"))
+
+
+def first_line(error: BaseException) -> str:
+    """An object-store error's first line without terminal colours (delta-rs nests its causes below it)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+    lines = [line.strip(" ↳") for line in text.splitlines() if line.strip(" ↳")]
+    return " / ".join(lines[:3])[:300] or type(error).__name__
+
+
+# -- an object-store path ------------------------------------------------------------------------------
+
+class ObjectPath:
+    """A key (or key prefix) in an S3 bucket, with the ``Path`` operations the store uses."""
+
+    __slots__ = ("url", "_info")
+
+    def __init__(self, url: str, info: Any = None) -> None:
+        self.url = url.rstrip("/")
+        self._info = info  # a listing's FileInfo: stat() without another request
+
+    def __truediv__(self, name: str) -> "ObjectPath":
+        return ObjectPath(f"{self.url}/{str(name).strip('/')}")
+
+    def __str__(self) -> str:
+        return self.url
+
+    def __repr__(self) -> str:
+        return f"ObjectPath({self.url!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectPath) and other.url == self.url
+
+    def __hash__(self) -> int:
+        return hash(self.url)
+
+    def __lt__(self, other: "ObjectPath") -> bool:
+        return self.url < other.url
+
+    @property
+    def key(self) -> str:
+        """bucket/key, as pyarrow's file system names it."""
+        return self.url.split("://", 1)[1]
+
+    @property
+    def name(self) -> str:
+        return self.key.rsplit("/", 1)[-1]
+
+    @property
+    def parent(self) -> "ObjectPath":
+        head = self.key.rsplit("/", 1)[0] if "/" in self.key else self.key
+        return ObjectPath(f"s3://{head}")
+
+    def with_name(self, name: str) -> "ObjectPath":
+        return self.parent / name
+
+    def resolve(self) -> "ObjectPath":
+        return self
+
+    absolute = resolve
+
+    def _file_info(self) -> Any:
+        try:
+            return filesystem().get_file_info(self.key)
+        except OSError as error:
+            raise StoreError(f"{self.url}: {first_line(error)}") from None
+
+    def exists(self) -> bool:
+        from pyarrow.fs import FileType
+
+        return self._file_info().type != FileType.NotFound
+
+    def is_dir(self) -> bool:
+        from pyarrow.fs import FileType
+
+        return self._file_info().type == FileType.Directory
+
+    def is_file(self) -> bool:
+        from pyarrow.fs import FileType
+
+        return (self._info or self._file_info()).type == FileType.File
+
+    def listing(self, recursive: bool = False) -> list["ObjectPath"]:
+        """The objects (and, not recursive, the prefixes) under this one; [] when there are none."""
+        from pyarrow.fs import FileSelector
+
+        try:
+            infos = filesystem().get_file_info(FileSelector(self.key, allow_not_found=True, recursive=recursive))
+        except OSError as error:
+            raise StoreError(f"{self.url}: {first_line(error)}") from None
+        return [ObjectPath(f"s3://{info.path}", info) for info in infos]
+
+    def iterdir(self) -> Iterator["ObjectPath"]:
+        return iter(self.listing())
+
+    def stat(self) -> SimpleNamespace:
+        from pyarrow.fs import FileType
+
+        info = self._info or self._file_info()
+        if info.type == FileType.NotFound:
+            raise FileNotFoundError(self.url)
+        mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
+        return SimpleNamespace(st_size=info.size or 0, st_mtime=mtime, st_mtime_ns=int(mtime * 1e9), st_ino=0)
+
+    def read_bytes(self) -> bytes:
+        with filesystem().open_input_stream(self.key) as stream:
+            return stream.read()
+
+    def read_text(self, encoding: str = "utf-8") -> str:
+        return self.read_bytes().decode(encoding)
+
+    def write_bytes(self, data: bytes) -> None:
+        with filesystem().open_output_stream(self.key) as stream:
+            stream.write(data)
+
+    def unlink(self, missing_ok: bool = False) -> None:
+        try:
+            filesystem().delete_file(self.key)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def mkdir(self, parents: bool = False, exist_ok: bool = False) -> None:
+        """Nothing to do: an object store has no folders, a key's prefix is there while a key under it is."""
+
+    def open_input_file(self) -> Any:
+        return filesystem().open_input_file(self.key)
