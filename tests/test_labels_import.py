@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from tests.conftest import snapshot
@@ -116,17 +117,6 @@ def test_a_csv_table_is_stored_exactly_and_listed(two_runs: Store, tmp_path: Pat
 
     assert sorted(connect(two_runs, derived=()).execute(f"SELECT {', '.join(COLUMNS)} FROM human_labels")
                   .fetchall()) == _expected(rows)
-
-
-def test_dropping_a_runs_labels_removes_its_labels_and_review_rows_only(two_runs: Store, tmp_path: Path,
-                                                                        sample_dataset) -> None:
-    from toolkit.labels import write_review
-
-    import_labels(two_runs, _write_csv(tmp_path / "labels.csv", _table_rows(sample_dataset)))
-    review_id = write_review(two_runs, list(RUNS), 2, 1, tmp_path / "review.html")
-    two_runs.drop_labels([RUNS[0]])
-    assert set(read_labels(two_runs)["run_id"]) == {RUNS[1]} and read_labels(two_runs).height == 3
-    assert set(two_runs.read("reviews", keys=[review_id])["run_id"]) == {RUNS[1]}
 
 
 def test_a_jsonl_table_defaults_the_sample_and_a_second_import_adds_nothing(two_runs: Store, tmp_path: Path,
@@ -317,3 +307,18 @@ def test_labels_are_about_an_answer_and_lapse_when_the_run_is_collected_again(tw
                                             "labelled_at": None}]}), encoding="utf-8")
     with pytest.raises(LabelsError, match="changed since the review page"):
         import_labels(two_runs, path)
+
+
+def test_a_renamed_run_keeps_its_labels_and_a_removed_one_shows_none(two_runs: Store, tmp_path: Path,
+                                                                     sample_dataset) -> None:
+    from toolkit.store.runs_ops import delete_run, rename_run
+
+    import_labels(two_runs, _write_csv(tmp_path / "labels.csv", _table_rows(sample_dataset, 6)))
+    before = read_labels(two_runs)
+    rename_run(two_runs, RUNS[0], "renamed")
+    after = read_labels(two_runs)
+    moved = before.with_columns(run_id=pl.when(pl.col("run_id") == RUNS[0]).then(pl.lit("renamed"))
+                                .otherwise(pl.col("run_id")))
+    assert sorted(after.rows()) == sorted(moved.rows())
+    delete_run(two_runs, RUNS[1])
+    assert set(read_labels(two_runs)["run_id"]) == {"renamed"}

@@ -115,7 +115,6 @@ def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENC
         delete_run(store, run_id)
     if earlier and say is not None:
         say(f"replaced the demo's earlier runs {', '.join(earlier)} in {store.root} (nothing else was touched)")
-    store.drop_labels(list(DEMO_MODELS))  # labels of earlier runs of these ids were about other answers
     store.write_dataset(dataset)
     cases = tuple(case_to_judge(c) for c in dataset.raw_cases)
 
@@ -140,7 +139,8 @@ def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENC
         return store, reports, None
     labelled = physician_labels(store, list(DEMO_MODELS))
     if say is not None:
-        say(f"physician: {DEMO_PHYSICIAN} labelled {labelled.added} rubric items ({DEMO_LABELLED_CASES} cases of "
+        count = labelled.added + labelled.already  # a second demo finds the labels of the same answers stored
+        say(f"physician: {DEMO_PHYSICIAN} labelled {count} rubric items ({DEMO_LABELLED_CASES} cases of "
             "each run, every answer) with the simulator's ground truth: `bedside labels`")
     return store, reports, leaderboard(store, list(DEMO_MODELS))
 

@@ -383,19 +383,6 @@ class Store:
         if data.num_rows:
             commits.committed(self)
 
-    def drop_labels(self, run_ids: list[str]) -> None:
-        """Remove the rows of ``LABEL_TABLES`` that name these runs (one commit per table holding any): for a
-        writer that replaces runs, whose old answers those labels were about."""
-        self._writable()
-        ids = [self._canon(r) for r in run_ids]
-        listed = ", ".join("'" + r.replace("'", "''") + "'" for r in ids)
-        with store_lock(self.root / ".locks" / "store.lock"):
-            found = [t for t in LABEL_TABLES if self.read(t, columns=["run_id"])["run_id"].is_in(ids).any()]
-            for table in found:
-                delta.delete(self._path(table), f"run_id IN ({listed})")
-        if found:
-            commits.committed(self)
-
     def is_live(self, run_id: str, write_id: str) -> bool:
         row = self._row(run_id)
         return row is not None and write_id in writes.parse(row["write_ids"])

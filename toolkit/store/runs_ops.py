@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import polars as pl
 import pyarrow as pa
 
 from toolkit.store import commits, delta, live as writes, transaction
@@ -52,6 +53,9 @@ def rename_run(store: "Store", old: str, new: str) -> None:
                                                 constant(new, data.num_rows, pa.string()))
         if copied:
             txn.add(copied)
+        labels = store.read("human_labels", keys=[old])
+        if labels.height:  # about the answers, whose text the new id keeps; unseen until the runs commit
+            store.append_rows("human_labels", labels.with_columns(run_id=pl.lit(new)).to_dicts(), [new] * labels.height)
         txn.commit(None, {"at": now_iso(), "kind": "rename", "from": old})
     except BaseException:
         txn.abandon()
