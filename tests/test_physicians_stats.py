@@ -189,3 +189,17 @@ def test_a_benchmark_with_one_labelled_case_says_one_not_zero() -> None:
     corrected, plan = corrected_means(one, ["r"])
     assert dict(corrected.select("benchmark", "labelled_cases").iter_rows()) == {"a": 0, "b": 1, OVERALL: 1}
     assert corrected["mean"].null_count() == 3 and plan["labelled_cases"].to_list() == [1]
+
+
+def test_corrected_intervals_stay_within_what_a_score_can_be() -> None:
+    """A case score lies in [0, 1] (a difference of two in [-1, 1]); a t interval can pass the bound, and
+    what it passes holds no truth, so it is cut there."""
+    from toolkit.analysis.physicians import corrected_means
+
+    n = 12
+    cases = pl.DataFrame({"run_id": ["r"] * n, "case_id": [f"c{i}" for i in range(n)], "benchmark": ["b"] * n,
+                          "judge": [0.9] * n, "judge_labelled": [0.9] * n,
+                          "physician": [1.0, 1.0, 1.0, 0.5] * 3, "labels": [5] * n})
+    row = corrected_means(cases, ["r"])[0].row(0, named=True)
+    assert row["mean"] == pytest.approx(0.875) and row["mean"] + 2.2 * row["se"] > 1.0  # t(11) would pass 1
+    assert row["ci_high"] == 1.0 and 0.0 < row["ci_low"] < row["mean"]

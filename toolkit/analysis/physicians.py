@@ -54,8 +54,8 @@ UNBALANCED = ("a benchmark has fewer than 2 labelled cases: no valid 95% interva
               "every benchmark; `bedside review` draws them so)")
 METHOD_NOTE = ("corrected = PPI++ (power-tuned prediction-powered inference) per benchmark from physician case "
                "scores of the labelled cases and judge scores of all cases (lambda 1 below 20 labelled cases); "
-               "overall = mean over benchmarks; 95% Student t intervals; valid when the labelled cases are a "
-               "random sample of the cases")
+               "overall = mean over benchmarks; 95% Student t intervals, cut to the scores' range; valid when the "
+               "labelled cases are a random sample of the cases within each benchmark")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,8 +207,14 @@ def corrected_means(cases: pl.DataFrame, run_ids: list[str], minimum: int = MIN_
     schema = {"run_id": pl.String, **ESTIMATE_SCHEMA}
     plan_schema = {"run_id": pl.String, "labelled_cases": pl.Int64, "cases": pl.Int64, "ci_width": pl.Float64,
                    "labelled_to_halve": pl.Int64, "more_labelled": pl.Int64, "note": pl.String}
-    return (pl.DataFrame(rows, schema=schema).with_columns(pl.col(pl.Float64).fill_nan(None)),
-            pl.DataFrame(plan, schema=plan_schema))
+    return _bounded(pl.DataFrame(rows, schema=schema), 0.0), pl.DataFrame(plan, schema=plan_schema)
+
+
+def _bounded(frame: pl.DataFrame, low: float) -> pl.DataFrame:
+    """Intervals kept within what a score (low 0) or a difference of two (low -1) can be: the truth lies
+    there, so cutting the rest loses no coverage."""
+    frame = frame.with_columns(pl.col(pl.Float64).fill_nan(None))
+    return frame.with_columns(pl.col("ci_low").clip(low, 1.0), pl.col("ci_high").clip(low, 1.0))
 
 
 def corrected_differences(cases: pl.DataFrame, data: RunData, run_ids: list[str], minimum: int = MIN_LABELLED
@@ -229,8 +235,7 @@ def corrected_differences(cases: pl.DataFrame, data: RunData, run_ids: list[str]
             (pl.col("labels").fill_null(0) + pl.col("labels_b").fill_null(0)).alias("labels"))
         if both.height:
             rows += _estimates(both, {"run_a": a, "run_b": b}, "judge", "judge_labelled", "physician", minimum)[0]
-    return pl.DataFrame(rows, schema={"run_a": pl.String, "run_b": pl.String, **ESTIMATE_SCHEMA}).with_columns(
-        pl.col(pl.Float64).fill_nan(None))
+    return _bounded(pl.DataFrame(rows, schema={"run_a": pl.String, "run_b": pl.String, **ESTIMATE_SCHEMA}), -1.0)
 
 
 def corrected_rates(data: RunData, agreement: pl.DataFrame, run_ids: list[str],
