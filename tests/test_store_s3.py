@@ -253,3 +253,15 @@ def test_an_s3_stores_journals_are_on_this_machine_by_store(s3_env, s3_store: st
     folder = store.journal_dir("run/1")
     assert isinstance(folder, Path) and folder.is_relative_to(tmp_path / "state" / "bedside" / "journals")
     assert folder.name == "run%2F1" and Store.open(s3_store + "-other").journal_dir("run/1") != folder
+
+
+def test_the_demo_fills_an_s3_store_and_writes_its_report_here(s3_env, s3_store: str, tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """`bedside demo --store s3://…` collects into the bucket (no local folder named after the URL) and
+    writes its report on this machine, under reports/demo."""
+    monkeypatch.chdir(tmp_path)
+    done = bedside(["demo", "--store", s3_store])
+    assert done.returncode == 0, done.stderr[-800:]
+    assert not (tmp_path / "s3:").exists() and (tmp_path / "reports" / "demo" / "index.html").is_file()
+    listing = bedside(["runs", "--json", "--store", s3_store])
+    assert listing.returncode == 0 and len(json.loads(listing.stdout)) == 4

@@ -182,7 +182,8 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
     from toolkit.collect.demo import DEMO_MODELS
     from toolkit.report import ReportOptions, write_report  # the demo's report: reports/demo, or beside --store
 
-    report = write_report(store, list(DEMO_MODELS), Path("reports", "demo") if not where else
+    here = not where or store.is_remote  # a report is a local folder, also for a store in object storage
+    report = write_report(store, list(DEMO_MODELS), Path("reports", "demo") if here else
                           Path(store.root).parent / f"{Path(store.root).name}-report",
                           ReportOptions(title="Demo: simulated models on the bundled sample"))
     say(f"report: {report.html}   (open in a browser; report.md, figures/ and tables/ beside it)")

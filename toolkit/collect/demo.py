@@ -108,7 +108,7 @@ def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENC
     four models. When the collection was interrupted (Ctrl-C; ``reports[i].interrupted``) the leaderboard
     is None: a ranking of partly collected runs would mislead.
     """
-    store = open_demo_store(Path(store_dir) if store_dir else default_store_path())
+    store = open_demo_store(Store.open(store_dir).root if store_dir else default_store_path())  # path or s3 URL
     dataset = load_dataset(None)
     earlier = runs_to_replace(store, replace)
     for run_id in earlier:
