@@ -175,7 +175,8 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
     click.echo(INTERVALS_NOTE, err=True)
     sizes = store.read("case_scores", board["run"].to_list()).group_by("run_id", "benchmark").len()["len"]
     say_small_sizes(sizes.min() if sizes.len() else None)
-    where = "" if store_dir is None and "BEDSIDE_STORE" not in os.environ else f" --store {shlex.quote(str(store.root))}"
+    named = store_dir is not None or "BEDSIDE_STORE" in os.environ
+    where = f" --store {shlex.quote(str(store.root))}" if named else ""
     say(f"store: {store.root}")
     from pathlib import Path
 
