@@ -48,6 +48,9 @@ class RunData:
                        None if self.stored_cases is None else self.stored_cases.filter(keep))
 
 
+RUN_TABLES = ("answers", "judgments", "decisions", "case_scores")  # the run tables ``read_runs`` reads
+READ_TABLES = ("runs", *RUN_TABLES, "cases", "rubric_items")
+
 # Long text columns that scoring and summaries never look at.
 TEXT_COLUMNS = {"answers": ("answer",), "judgments": ("raw_reply", "reported_components")}
 
@@ -65,7 +68,7 @@ def read_runs(store: Store, run_ids: list[str], texts: bool = True) -> RunData:
     commit landed meanwhile they are read again as of the store version the reading began at, so the
     frames always come from one commit."""
     run_ids = list(dict.fromkeys(run_ids))
-    store.prefetch()
+    store.prefetch(READ_TABLES)
     version = store.version()
     data = _read_tables(store, run_ids, texts)
     if store.pinned is None and version is not None and store.version() != version:

@@ -158,17 +158,22 @@ def open_store(store_dir: str | None) -> Store:
     return Store.open(store_dir)
 
 
-def selected_runs(store: Store, runs: RunChoice) -> list[str]:
+def selected_runs(store: Store, runs: RunChoice, tables: tuple[str, ...] | None = None) -> list[str]:
+    """The run ids chosen; ``tables``: the run tables the command reads next (default: all), whose logs are
+    loaded now and whose files ``--all`` checks, leaving out a damaged run."""
     if runs.every and runs.ids:
         raise click.UsageError("give --run or --all, not both")
-    store.prefetch()  # the runs' tables are read next: their logs are loaded at once
+    if tables is None:
+        store.prefetch()  # the runs' tables are read next: their logs are loaded at once
+    else:
+        store.prefetch(("runs", *tables))
     if runs.every:
         ids = store.run_ids()
         if not ids:
             from toolkit.store import StoreError
 
             raise StoreError(no_runs_message(store))
-        damaged = store.damaged(ids)  # a truncated file costs its run, not the whole store: one line each
+        damaged = store.damaged(ids, tables)  # a truncated file costs its run, not the whole store: one line each
         for run_id, problem in damaged.items():
             warning_line(f"run {run_id!r} left out: {problem}")
         return [i for i in ids if i not in damaged] or ids
