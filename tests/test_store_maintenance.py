@@ -18,6 +18,7 @@ from toolkit.store import Store, delta
 from toolkit.store.maintenance import CHECKPOINT_EVERY, _last_checkpoint, compact_store
 
 ROOT = Path(__file__).resolve().parents[1]
+RUNS = 18  # more runs commits than the runs table keeps files (16), and than CHECKPOINT_EVERY
 
 
 def bedside(*args: object) -> subprocess.CompletedProcess:
@@ -65,7 +66,7 @@ def _named_files(store: Path) -> set[Path]:
 def imported(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("upkeep")
     cases = list(load_dataset(None).raw_cases)
-    for i in range(CHECKPOINT_EVERY + 2):
+    for i in range(RUNS):
         (folder / f"run-{i:02d}.jsonl").write_text(
             "".join(json.dumps(r) + "\n" for r in rm.make_rows(cases, seed=i, answer_model=f"m{i}")), encoding="utf-8")
     assert bedside("import", folder, "--store", folder / "store").returncode == 0
@@ -96,6 +97,13 @@ def test_compact_checkpoints_long_logs_and_vacuum_keeps_what_the_retention_needs
     assert freed.returncode == 0, freed.stderr
     assert not stale & _disk_files(imported) and _disk_files(imported) == _named_files(imported)
     assert bedside(*summary).stdout == before
+
+
+def test_a_bulk_import_keeps_the_runs_table_to_a_few_files(imported: Path) -> None:
+    """Every commit and every reader reads all of the runs table's files: an import of many files compacts it
+    as it goes, instead of leaving one file a run."""
+    table = imported / "runs"
+    assert len(delta.files_of(delta.actions_as_of(table, None), table, None, None)) <= 16
 
 
 def test_vacuum_without_a_retention_is_one_line(imported: Path) -> None:

@@ -17,10 +17,10 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from toolkit.store import delta, live as writes
+from toolkit.store import commits, delta, live as writes
 from toolkit.store.delta import DATASET_TABLES, PART, RUN_DATA
 from toolkit.store.paths import StoreError
-from toolkit.store.runs_ops import compact_run
+from toolkit.store.runs_ops import _compact_runs_table, compact_run
 
 if TYPE_CHECKING:
     from toolkit.store.core import Store
@@ -58,6 +58,13 @@ def runs_to_compact(store: "Store") -> list[str]:
     return [run for part, run in by_part.items() if part in chosen]
 
 
+def compact_runs_table(store: "Store") -> None:
+    """Keep the runs table to a few files (it gains one a runs commit): every commit, and every reader, reads
+    all of its files. For writers of many runs in one process (a bulk import)."""
+    if _compact_runs_table(store):
+        commits.committed(store)  # the runs table's files changed: readers of its file list follow
+
+
 def compact_store(store: "Store", vacuum_hours: int | None = None) -> Upkeep:
     """Compact every run that needs it, checkpoint the tables' logs and clean expired entries; with
     ``vacuum_hours``, then delete the data files no version younger than that many hours needs."""
@@ -69,6 +76,7 @@ def compact_store(store: "Store", vacuum_hours: int | None = None) -> Upkeep:
             done.compacted.append(run_id)
         except StoreError as error:  # a writer holds the run: it is compacted the next time
             done.skipped[run_id] = str(error)
+    compact_runs_table(store)
     for table in TABLES:
         path = store._path(table)
         latest = delta.latest_version(path)
