@@ -30,8 +30,13 @@ class Cause:
 def causes_of(errors: pl.DataFrame) -> list[Cause]:
     """Group failures by cause. ``errors``: one row per failed case with ``error`` (the text) and
     ``seq`` (order: the first message of a cause is that of its smallest seq). Most frequent first."""
+    return causes_by_run(errors.with_columns(run_id=pl.lit(""))).get("", [])
+
+
+def causes_by_run(errors: pl.DataFrame) -> dict[str, list[Cause]]:
+    """``causes_of`` of each run's rows of ``errors`` (a ``run_id`` column too), in one pass: run -> causes."""
     if errors.is_empty():
-        return []
+        return {}
     text = pl.col("error").fill_null("unknown error")
     kind = text.str.extract(r"^([A-Za-z_][\w.]*)\s*:", 1).fill_null("Error")
     status = text.str.extract(r"Error code: (\d{3})", 1)
@@ -41,28 +46,37 @@ def causes_of(errors: pl.DataFrame) -> list[Cause]:
         cause=pl.when(status.is_not_null()).then(pl.format("{} {}", kind, status)).otherwise(kind),
         message=pl.coalesce(quoted, rest).str.strip_chars(),
     ).sort("seq", nulls_last=True)
-    grouped = frame.group_by("cause", maintain_order=True).agg(
+    grouped = frame.group_by("run_id", "cause", maintain_order=True).agg(
         pl.len().alias("cases"), pl.col("message").first()).sort("cases", "cause", descending=[True, False])
-    return [Cause(c, n, _clip(m)) for c, n, m in grouped.iter_rows()]
+    out: dict[str, list[Cause]] = {}
+    for run, c, n, m in grouped.select("run_id", "cause", "cases", "message").iter_rows():
+        out.setdefault(run, []).append(Cause(c, n, _clip(m)))
+    return out
 
 
-def failure_causes(store: Store, run_id: str) -> list[Cause]:
-    """The cases of a stored run that are failed now, by cause: an answer sample that never succeeded, or a
-    judge pass without a valid reply (its latest error counts). A case counts once, by its latest failure."""
-    answers = store.read("answers", [run_id], columns=["case_id", "sample", "attempt", "seq", "answer", "error"])
-    judgments = store.read("judgments", [run_id], columns=["case_id", "sample", "judge_model", "judge_pass",
-                                                          "attempt", "seq", "error"])
-    answered = answers.filter(pl.col("error").is_null()).select("case_id", "sample").unique()
-    failed_answers = (answers.join(answered, on=["case_id", "sample"], how="anti")
-                      .sort("seq").group_by("case_id", "sample").agg(pl.col("error").last(), pl.col("seq").last()))
-    pass_key = ["case_id", "sample", "judge_model", "judge_pass"]
+def failed_cases(answers: pl.DataFrame, judgments: pl.DataFrame) -> pl.DataFrame:
+    """One row per run and case that is failed now (run_id, case_id, error, seq): an answer sample that never
+    succeeded, or a judge pass without a valid reply (its latest error counts); a case counts once, by its
+    latest failure."""
+    answered = answers.filter(pl.col("error").is_null()).select("run_id", "case_id", "sample").unique()
+    failed_answers = (answers.join(answered, on=["run_id", "case_id", "sample"], how="anti")
+                      .sort("seq").group_by("run_id", "case_id", "sample")
+                      .agg(pl.col("error").last(), pl.col("seq").last()))
+    pass_key = ["run_id", "case_id", "sample", "judge_model", "judge_pass"]
     valid = judgments.filter(pl.col("error").is_null()).select(pass_key).unique()
     failed_passes = (judgments.join(valid, on=pass_key, how="anti")
                      .sort("seq").group_by(pass_key).agg(pl.col("error").last(), pl.col("seq").last()))
-    failed = (pl.concat([failed_answers.select("case_id", "error", "seq"),
-                         failed_passes.select("case_id", "error", "seq")])
-              .sort("seq").group_by("case_id").agg(pl.col("error").last(), pl.col("seq").last()))
-    return causes_of(failed)
+    return (pl.concat([failed_answers.select("run_id", "case_id", "error", "seq"),
+                       failed_passes.select("run_id", "case_id", "error", "seq")])
+            .sort("seq").group_by("run_id", "case_id").agg(pl.col("error").last(), pl.col("seq").last()))
+
+
+def failure_causes(store: Store, run_id: str) -> list[Cause]:
+    """The cases of a stored run that are failed now, by cause (``failed_cases``)."""
+    answers = store.read("answers", [run_id], columns=["run_id", "case_id", "sample", "attempt", "seq", "error"])
+    judgments = store.read("judgments", [run_id], columns=["run_id", "case_id", "sample", "judge_model", "judge_pass",
+                                                          "attempt", "seq", "error"])
+    return causes_by_run(failed_cases(answers, judgments)).get(run_id, [])
 
 
 def causes_line(causes: list[Cause]) -> str:

@@ -48,6 +48,31 @@ class RunData:
                        None if self.stored_cases is None else self.stored_cases.filter(keep))
 
 
+def chosen_run_ids(store: Store, given: list[str]) -> list[str]:
+    """The store's runs named by ``given``: each an id, or, when no run has that exact id and it holds a glob
+    character (``*``, ``?``, ``[``), a pattern matched against every run id (its runs in store order). A run
+    named twice is one run (first occurrence order); an NFD spelling names the NFC run. A pattern that
+    matches no run is a StoreError naming it; an unknown plain id is refused by the read that follows."""
+    import fnmatch
+
+    known: list[str] | None = None
+    out: list[str] = []
+    for name in given:
+        stored = store.stored_id(name)
+        if any(ch in name for ch in "*?[") and not store.has_run(stored):
+            known = store.run_ids() if known is None else known
+            matched = [r for r in known if fnmatch.fnmatchcase(r, name)]
+            if not matched:
+                raise StoreError(f"{store.root}: no run id matches the pattern {name!r} ({len(known)} runs)")
+            out += matched
+        else:
+            out.append(stored)
+    return list(dict.fromkeys(out))
+
+
+RUN_TABLES = ("answers", "judgments", "decisions", "case_scores")  # the run tables ``read_runs`` reads
+READ_TABLES = ("runs", *RUN_TABLES, "cases", "rubric_items")
+
 # Long text columns that scoring and summaries never look at.
 TEXT_COLUMNS = {"answers": ("answer",), "judgments": ("raw_reply", "reported_components")}
 
@@ -65,7 +90,7 @@ def read_runs(store: Store, run_ids: list[str], texts: bool = True) -> RunData:
     commit landed meanwhile they are read again as of the store version the reading began at, so the
     frames always come from one commit."""
     run_ids = list(dict.fromkeys(run_ids))
-    store.prefetch()
+    store.prefetch(READ_TABLES)
     version = store.version()
     data = _read_tables(store, run_ids, texts)
     if store.pinned is None and version is not None and store.version() != version:

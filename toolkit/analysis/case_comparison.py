@@ -51,17 +51,21 @@ class UnitResamples:
     overall: np.ndarray  # (units, samples) resampled macro means
 
 
-def resample_units(matrix: CaseMatrix, res: SharedResamples) -> UnitResamples:
-    """Every unit's resampled benchmark means (one matrix product per benchmark) and macro means."""
+def resample_units(matrix: CaseMatrix, res: SharedResamples, benchmarks: bool = True) -> UnitResamples:
+    """Every unit's resampled benchmark means (one matrix product per benchmark) and macro means;
+    ``benchmarks=False`` keeps the macro means only (``benchmark`` is then empty)."""
     has = matrix.benchmark_counts() > 0
     overall = np.zeros((len(matrix.units), res.samples))
-    bench = np.empty((len(matrix.benchmarks), len(matrix.units), res.samples))
+    bench = np.empty((len(matrix.benchmarks) if benchmarks else 0, len(matrix.units), res.samples))
     for b in range(len(matrix.benchmarks)):
-        bench[b] = res.stratum_ratio(matrix.scores, matrix.present, b)
+        means = res.stratum_ratio(matrix.scores, matrix.present, b)
+        if benchmarks:
+            bench[b] = means
         # A benchmark the unit has no case in stays out of its macro (NaN only where it has cases).
-        overall += np.where(has[:, b, None], bench[b], 0.0)
+        overall += means if has[:, b].all() else np.where(has[:, b, None], means, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return UnitResamples(bench, overall / has.sum(axis=1)[:, None])
+        overall /= has.sum(axis=1)[:, None]
+    return UnitResamples(bench, overall)
 
 
 def compare_cases(cases: pl.DataFrame, units: list[str], settings: ResampleSettings = ResampleSettings(),
@@ -157,7 +161,7 @@ def _ranks(ranked: CaseMatrix, names: list[str], observed: np.ndarray, order: np
     the units some resample drew none of the cases of in a benchmark."""
     if not names:
         return rank_intervals([], np.zeros(0), np.zeros((0, settings.samples))), []
-    boot = resample_units(ranked, ranked.resamples(settings)).overall
+    boot = resample_units(ranked, ranked.resamples(settings), benchmarks=False).overall
     short = [names[i] for i in np.flatnonzero(np.isnan(boot).any(axis=1))]
     return rank_intervals(ranked.units, observed, boot)[order.tolist()], short
 

@@ -85,8 +85,10 @@ class SharedResamples:
             bottom: np.ndarray | float = float(part.shape[1])
         else:
             bottom = self.stratum_sums(den, stratum)
+        top = self.stratum_sums(num, stratum)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return self.stratum_sums(num, stratum) / bottom
+            top /= bottom
+        return top
 
     def pooled_ratio(self, num: np.ndarray, den: np.ndarray) -> np.ndarray:
         """(k, samples): resampled sum(num) / sum(den) over all strata (cases resampled within their stratum)."""
@@ -129,7 +131,9 @@ def _counts(index: np.ndarray) -> np.ndarray:
     """(n, rows) draw counts of each case in each resample, from (rows, n) uniform indices, in one bincount:
     resample r's draws of case i land in bin i * rows + r, so the counts come out case-major."""
     rows, n = index.shape
-    return np.bincount((index * rows + np.arange(rows)[:, None]).ravel(), minlength=n * rows).reshape(n, rows)
+    index *= rows  # in place: the index tensor is the largest array of a draw
+    index += np.arange(rows)[:, None]
+    return np.bincount(index.ravel(), minlength=n * rows).reshape(n, rows)
 
 
 def percentile_interval(boot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -11,7 +11,7 @@ import polars as pl
 
 from toolkit.analysis.costs import run_costs
 from toolkit.analysis.runs import run_facts
-from toolkit.failures import failure_causes
+from toolkit.failures import causes_by_run, failed_cases
 from toolkit.prices import PriceTable, load_prices
 from toolkit.selection import JudgeSelection, per_case, read_runs
 from toolkit.store import Store
@@ -37,6 +37,7 @@ def list_runs(store: Store, prices: PriceTable | str | None = None) -> list[dict
     facts: dict[str, dict] = {}
     costs: dict[str, dict] = {}
     judges: dict[str, dict[str, list[int]]] = {}
+    causes_of_run: dict = {}
     if readable:
         data = read_runs(store, readable, texts=False)
         selection = JudgeSelection()
@@ -46,6 +47,7 @@ def list_runs(store: Store, prices: PriceTable | str | None = None) -> list[dict
                   .agg(pl.col("judge_pass").unique().sort()).sort("run_id", "judge_model"))
         for run_id, judge, numbers in passes.iter_rows():
             judges.setdefault(run_id, {})[judge] = list(numbers)
+        causes_of_run = causes_by_run(failed_cases(data.answers, data.judgments))  # every run's, in one pass
     out = []
     for run in runs.iter_rows(named=True):
         run_id = run["run_id"]
@@ -53,7 +55,7 @@ def list_runs(store: Store, prices: PriceTable | str | None = None) -> list[dict
         by_judge = judges.get(run_id, {})
         if not by_judge and run["judge_model"]:
             by_judge = {run["judge_model"]: []}
-        causes = failure_causes(store, run_id) if fact.get("failed") else []
+        causes = causes_of_run.get(run_id, []) if fact.get("failed") else []
         cost = costs.get(run_id, {})
         out.append({
             "run_id": run_id, "source": run["source"], "answer_model": run["answer_model"],

@@ -25,7 +25,7 @@ from toolkit.cli.common import echo_json, emit, note_line, open_store, selected_
 from toolkit.cli.options import (RunChoice, allow_mixed_option, check_paired_samples, format_option, judge_options,
                                  prices_option, resample_options, run_options, store_option)
 from toolkit.cli.table import COVERAGE, table_fits
-from toolkit.selection import JudgeSelection, read_runs
+from toolkit.selection import RUN_TABLES, JudgeSelection, read_runs
 
 
 def section_option(names: tuple[str, ...]) -> Callable:
@@ -176,7 +176,7 @@ def compare_cmd(runs: RunChoice, per_benchmark: bool, baseline: str | None, allo
 
     prices = load_prices(prices_file)  # a bad table stops here, before anything is read
     store = open_store(store_dir)
-    data = read_runs(store, selected_runs(store, runs), texts=False)
+    data = read_runs(store, selected_runs(store, runs, RUN_TABLES), texts=False)
     options = CompareOptions(resamples=ResampleSettings(samples=samples, seed=seed), per_benchmark=per_benchmark,
                              allow_mixed=allow_mixed, selection=selection, baseline=baseline)
     result = compare_data(data, options)
@@ -210,7 +210,7 @@ def items_cmd(runs: RunChoice, top: int, benchmark: str | None, ci: bool, sectio
     """Rubric items: most missed positive items, most endorsed negative items, match rates by points,
     and item discrimination across runs."""
     store = open_store(store_dir)
-    data = read_runs(store, selected_runs(store, runs), texts=False)
+    data = read_runs(store, selected_runs(store, runs, RUN_TABLES), texts=False)
     options = ItemOptions(selection=selection, benchmark=benchmark, top=top,
                           resamples=ResampleSettings(samples=samples, seed=seed) if ci else None)
     result = analyse_items(data, options)
@@ -235,7 +235,7 @@ def harms_cmd(runs: RunChoice, section: str | None, selection: JudgeSelection, s
     """Harm analysis of the f1_weighted_rubric benchmarks: weighted precision/recall, severe omissions and
     commissions, omission vs commission share of errors, with intervals."""
     store = open_store(store_dir)
-    data = read_runs(store, selected_runs(store, runs), texts=False)
+    data = read_runs(store, selected_runs(store, runs, RUN_TABLES), texts=False)
     frame = harms(data, HarmOptions(selection=selection, resamples=ResampleSettings(samples=samples, seed=seed)))
     order = {run: i for i, run in enumerate(leaderboard_order(data, selection))}
     frame = frame.sort(pl.col("run_id").replace_strict(order, default=len(order), return_dtype=pl.Int64),
@@ -261,7 +261,7 @@ def agreement_cmd(runs: RunChoice, selection: JudgeSelection, top: int, section:
     kappa, Krippendorff's alpha, score differences and the cases that flip most."""
     check_paired_samples(samples, "agreement")
     store = open_store(store_dir)
-    data = read_runs(store, selected_runs(store, runs), texts=False)
+    data = read_runs(store, selected_runs(store, runs, RUN_TABLES), texts=False)
     result = judge_agreement(data, AgreementOptions(judge=selection.judge, passes=selection.passes,
                                                     resamples=ResampleSettings(samples=samples, seed=seed), top=top))
     notes = [f"run {r} has a single rater and is left out" for r in result.skipped] + result.notes

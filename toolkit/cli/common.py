@@ -158,24 +158,47 @@ def open_store(store_dir: str | None) -> Store:
     return Store.open(store_dir)
 
 
-def selected_runs(store: Store, runs: RunChoice) -> list[str]:
-    if runs.every and runs.ids:
+def selected_runs(store: Store, runs: RunChoice, tables: tuple[str, ...] | None = None) -> list[str]:
+    """The run ids chosen; ``tables``: the run tables the command reads next (default: all), whose logs are
+    loaded now and whose files ``--all`` checks, leaving out a damaged run."""
+    given = runs.ids + (_runs_file(runs.file) if runs.file is not None else ())
+    if runs.every and given:
         raise click.UsageError("give --run or --all, not both")
-    store.prefetch()  # the runs' tables are read next: their logs are loaded at once
+    if tables is None:
+        store.prefetch()  # the runs' tables are read next: their logs are loaded at once
+    else:
+        store.prefetch(("runs", *tables))
     if runs.every:
         ids = store.run_ids()
         if not ids:
             from toolkit.store import StoreError
 
             raise StoreError(no_runs_message(store))
-        damaged = store.damaged(ids)  # a truncated file costs its run, not the whole store: one line each
+        damaged = store.damaged(ids, tables)  # a truncated file costs its run, not the whole store: one line each
         for run_id, problem in damaged.items():
             warning_line(f"run {run_id!r} left out: {problem}")
         return [i for i in ids if i not in damaged] or ids
-    if not runs.ids:
-        raise click.UsageError("choose runs with --run ID (repeatable) or --all")
-    # A run given twice is one run (first occurrence order); an NFD spelling names the NFC run.
-    return list(dict.fromkeys(store.stored_id(r) for r in runs.ids))
+    if not given:
+        if runs.file is not None:
+            raise click.UsageError(f"{runs.file}: --runs-file names no run")
+        raise click.UsageError("choose runs with --run ID (repeatable, or a pattern such as 'model-*'), "
+                               "--runs-file FILE or --all")
+    from toolkit.selection import chosen_run_ids
+
+    return chosen_run_ids(store, list(given))
+
+
+def _runs_file(path: str) -> tuple[str, ...]:
+    """The run ids (or patterns) of a ``--runs-file``: one a line, blank lines and ``#`` comments skipped."""
+    from toolkit.inputs import shorten
+
+    try:
+        with open(path, encoding="utf-8") as source:
+            lines = source.read().splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or "not UTF-8 text"
+        raise CommandError([f"{shorten(path)}: cannot read the runs file ({reason})"]) from None
+    return tuple(line.strip() for line in lines if line.strip() and not line.strip().startswith("#"))
 
 
 def no_runs_message(store: Store) -> str:

@@ -22,10 +22,12 @@ from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, check_samples, c
 
 @dataclass(frozen=True, kw_only=True)
 class RunChoice:
-    """``--run ID`` (repeatable) or ``--all``, as given: ``selected_runs`` turns it into run ids."""
+    """``--run ID`` (repeatable; a pattern such as ``'model-*'`` too), ``--runs-file FILE`` or ``--all``, as
+    given: ``selected_runs`` turns it into run ids."""
 
     ids: tuple[str, ...] = ()
     every: bool = False
+    file: str | None = None
 
 
 def _gathered(into: str, names: tuple[str, ...], make: Callable[..., Any]) -> Callable[[Callable], Callable]:
@@ -42,12 +44,20 @@ def _gathered(into: str, names: tuple[str, ...], make: Callable[..., Any]) -> Ca
     return decorate
 
 
+RUN_HELP = ("Run id (repeatable), or a pattern of ids with * ? [...] (quote it: --run 'model-*'), matched "
+            "against the store's run ids when no run has that exact id.")
+RUNS_FILE_HELP = "A file of run ids (or patterns), one a line; blank lines and lines starting with # are skipped."
+
+
 def run_options(func: Callable) -> Callable:
-    """``--run`` / ``--all``: the command receives ``runs: RunChoice``."""
-    func = _gathered("runs", ("run_ids", "all_runs"),
-                     lambda run_ids, all_runs: RunChoice(ids=tuple(run_ids), every=all_runs))(func)
+    """``--run`` / ``--runs-file`` / ``--all``: the command receives ``runs: RunChoice``."""
+    func = _gathered("runs", ("run_ids", "all_runs", "runs_file"),
+                     lambda run_ids, all_runs, runs_file: RunChoice(ids=tuple(run_ids), every=all_runs,
+                                                                    file=runs_file))(func)
     func = click.option("--all", "all_runs", is_flag=True, help="Every run in the store.")(func)
-    return click.option("--run", "run_ids", multiple=True, help="Run id (repeatable).")(func)
+    func = click.option("--runs-file", "runs_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                        help=RUNS_FILE_HELP)(func)
+    return click.option("--run", "run_ids", multiple=True, help=RUN_HELP)(func)
 
 
 def one_run_option(help: str) -> Callable[[Callable], Callable]:  # noqa: A002 - click's own name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from toolkit.cli.common import echo_json, emit, no_runs_message, open_store, say
+from toolkit.cli.common import echo_json, emit, no_runs_message, open_store, say, warning_line
 from toolkit.cli.options import json_option, prices_option, store_option, wide_option
 from toolkit.cli.table import COVERAGE
 from toolkit.text import visible
@@ -107,3 +107,28 @@ def rename_cmd(ctx: click.Context, old: str, new: str, store_dir: str | None) ->
     store = _store(ctx, store_dir)
     rename_run(store, old, new)
     say(f"renamed {old} to {new}")
+
+
+@runs.command("compact")
+@click.option("--vacuum", is_flag=True, help="Then delete the files no store version younger than --retention needs.")
+@click.option("--retention", type=click.IntRange(min=0), default=None, metavar="HOURS",
+              help="With --vacuum: keep what the versions of the last HOURS hours need (required with --vacuum).")
+@store_option
+@click.pass_context
+def compact_cmd(ctx: click.Context, vacuum: bool, retention: int | None, store_dir: str | None) -> None:
+    """Compact the store: each run written in several writes becomes one file per table, and every table's
+    log is checkpointed, so files and log entries stay bounded; --vacuum then frees the old files."""
+    if vacuum != (retention is not None):
+        raise click.UsageError("--vacuum and --retention HOURS go together")
+    from toolkit.sql import follow_commits
+    follow_commits()  # registered `bedside db` files follow the rewritten runs
+    from toolkit.score_tables import store_scores
+    store_scores()  # a rewritten run's scores are stored in its commit
+    from toolkit.store.maintenance import compact_store
+
+    store = _store(ctx, store_dir)
+    done = compact_store(store, retention)
+    for run_id, why in done.skipped.items():
+        warning_line(f"run {run_id!r} not compacted: {why}")
+    say(f"compacted {len(done.compacted)} run(s); checkpointed {len(done.checkpointed)} table log(s)"
+        + (f"; vacuumed {sum(done.vacuumed.values())} file(s) older than {retention} h" if vacuum else ""))

@@ -25,6 +25,7 @@ from toolkit.inputs import MiB
 from toolkit.reference._checks import checker
 from toolkit.reference._stream import FileRows, ImportError_, check_scores, iter_result_rows
 from toolkit.store import Store, StoreError
+from toolkit.store.maintenance import compact_runs_table
 
 follow_commits()  # registered `bedside db` files follow this process's commits
 store_scores()  # each commit stores its run's score tables with its rows
@@ -247,6 +248,7 @@ class _Importer:
         finally:
             for r in ready:
                 r.lock.close()
+        compact_runs_table(self.store)  # a runs commit a file: a bulk import keeps the table (read each commit) small
 
     def _finish(self, ready: _Ready) -> ImportReport:
         rows, path = ready.rows, ready.rows.path

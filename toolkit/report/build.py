@@ -111,8 +111,9 @@ def _sections(a: Analyses, anchors: dict[str, str], figs: dict, figure_notes: li
     # The answer first: the summary in words and the leaderboard fill the first screen; how it was made comes last.
     named = "; ".join(f"{d.name} (sha256 {d.sha256[:12]}…)" for d in sets)
     out = [Section("summary", "Summary", paragraphs=words.summary(a) + [f"Dataset: {named}."])]
+    board = [sections.leaderboard_table(a, anchors, figure_palette(a)), sections.leaderboard_rest_table(a, anchors)]
     out.append(Section("leaderboard", "Leaderboard", figures=figs.get("leaderboard", []),
-                       tables=[sections.leaderboard_table(a, anchors, figure_palette(a))], bullets=words.not_ranked_lines(a)))
+                       tables=[t for t in board if t is not None], bullets=words.not_ranked_lines(a)))
     pair_section = Section("pairwise", "Pairwise comparisons", figures=figs.get("pairwise", []),
                            tables=[sections.pairwise_table(a, anchors)])
     if a.pairs.is_empty():

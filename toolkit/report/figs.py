@@ -64,6 +64,12 @@ SPECS = (
 )
 
 
+# Scatter plots that label every run: past this many runs their labels cover each other, so a report of more
+# runs leaves them out with a note (the tables hold every run).
+LABELLED = ("precision_recall", "cost")
+LABELLED_RUNS = 30
+
+
 def figure_palette(a: Analyses) -> dict[str, str]:
     """The one colour of each run in every figure and table swatch of the report (leaderboard order)."""
     return figures.palette_for(a.cmp)
@@ -76,7 +82,12 @@ def draw(a: Analyses, notes: list[str]) -> dict[str, list[FigureOut]]:
     out: dict[str, list[FigureOut]] = {}
     palette = figure_palette(a)
     missing: dict[str, None] = {}
+    runs = a.data.runs.height
     for spec in SPECS:
+        if spec.name in LABELLED and runs > LABELLED_RUNS:
+            notes.append(f"figure {spec.name} not drawn: its labels cannot tell {runs} runs apart (more than "
+                         f"{LABELLED_RUNS}); the tables show every run")
+            continue
         args = spec.args(a)
         if args is None:
             continue

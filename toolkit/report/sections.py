@@ -9,6 +9,11 @@ from toolkit.report.analyses import Analyses
 from toolkit.report.model import Cell, Table, case_anchor, interval, missing, num, number, p_text, pct, plain
 
 ALPHA = 0.05
+# A report of more ranked runs than this stays legible: the leaderboard's top rows, then the rest in a compact
+# table; the pairs against the leader and within the top tie group (every pair in tables/pairwise_all.csv).
+LARGE = 30
+TOP_ROWS = 20  # leaderboard rows in the first table of a large report
+CASE_RUNS = 10  # run columns of a large report's cases table
 
 
 def with_mdd(pairs: pl.DataFrame) -> pl.DataFrame:
@@ -76,8 +81,39 @@ def leaderboard_table(a: Analyses, anchors: dict[str, str], palette: dict[str, s
     columns = ["rank", "tie group", "run", "overall [95% CI]", "rank 95% interval", "ranked first",
                "cases", "failed", "benchmarks"]
     k = board.height
-    return Table("leaderboard", "Leaderboard (macro mean over benchmarks; a tie group holds runs not told apart "
-                 f"from its first run after Holm over all {k * (k - 1) // 2} pairs)", columns, body, board)
+    caption = ("Leaderboard (macro mean over benchmarks; a tie group holds runs not told apart from its first run "
+               f"after Holm over all {k * (k - 1) // 2} pairs)")
+    if k <= LARGE:
+        return Table("leaderboard", caption, columns, body, board)
+    return Table("leaderboard", f"{caption}: the top {TOP_ROWS} of {k} ranked runs (the rest below)", columns,
+                 body[:TOP_ROWS], board)
+
+
+def leaderboard_rest_table(a: Analyses, anchors: dict[str, str]) -> Table | None:
+    """A large report's ranked runs below the top rows: rank, tie group, run, overall and rank interval."""
+    board = a.cmp.leaderboard
+    if board.height <= LARGE:
+        return None
+    rest = board.slice(TOP_ROWS).join(a.cmp.ranks.drop("rank"), on="run_id", how="left", maintain_order="left")
+    body = [[number(r["rank"], 0), number(r["tie_group"], 0), run_cell(r["run_id"], anchors),
+             Cell(interval(r["overall"], r["ci_low"], r["ci_high"]), kind="num", title=r.get("ci_note")),
+             Cell("–" if missing(r["rank_low"]) else f"{r['rank_low']:.0f}–{r['rank_high']:.0f}", kind="num")]
+            for r in rest.iter_rows(named=True)]
+    return Table("leaderboard_rest", f"The other {rest.height} ranked runs (every column in tables/leaderboard.csv)",
+                 ["rank", "tie group", "run", "overall [95% CI]", "rank 95% interval"], body,
+                 rest.select("rank", "tie_group", "run_id", "overall", "ci_low", "ci_high", "rank_low", "rank_high"))
+
+
+def shown_pairs(a: Analyses) -> pl.DataFrame:
+    """The pairwise rows a report shows: all of them, or for a large report without a baseline, each run
+    against the leader and the pairs within the top tie group (of its first ``TOP_ROWS`` runs)."""
+    board = a.cmp.leaderboard
+    if a.baseline is not None or board.height <= LARGE:
+        return a.pairs
+    leader = board["run_id"][0]
+    top = board.head(TOP_ROWS).filter(pl.col("tie_group") == board["tie_group"][0])["run_id"].implode()
+    return a.pairs.filter((pl.col("run_a") == leader) | (pl.col("run_b") == leader)
+                          | (pl.col("run_a").is_in(top) & pl.col("run_b").is_in(top)))
 
 
 def versus_table(a: Analyses, anchors: dict[str, str]) -> Table | None:
@@ -114,6 +150,10 @@ def benchmarks_table(a: Analyses, anchors: dict[str, str]) -> Table:
     frame = a.cmp.benchmarks
     names = frame["benchmark"].unique(maintain_order=True).to_list()
     runs = a.cmp.leaderboard["run_id"].to_list()
+    caption = "Mean per benchmark (95% intervals: in the heatmap, the CSV, and on hover)"
+    if len(runs) > LARGE:  # a column per run: the top runs here, every run in the heatmap and the CSV
+        caption += f"; the top {CASE_RUNS} of {len(runs)} runs (every run in tables/benchmarks.csv)"
+        runs = runs[:CASE_RUNS]
     cells = {(r["run_id"], r["benchmark"]): r for r in frame.iter_rows(named=True)}
     body = []
     for b in names:
@@ -127,13 +167,12 @@ def benchmarks_table(a: Analyses, anchors: dict[str, str]) -> Table:
             row.append(Cell("–", kind="num muted") if c is None else Cell(
                 num(c["mean"]), kind="num", title=f"{why or 'no interval'}, n={c['n']}"))
         body.append(row)
-    return Table("benchmarks", "Mean per benchmark (95% intervals: in the heatmap, the CSV, and on hover)",
-                 ["benchmark", "cases"] + runs, body, frame)
+    return Table("benchmarks", caption, ["benchmark", "cases"] + runs, body, frame)
 
 
 def pairwise_table(a: Analyses, anchors: dict[str, str]) -> Table:
     """Every pair and its verdict, compact (the forest draws the same rows; the CSV has every column)."""
-    frame = with_mdd(a.pairs)
+    frame = with_mdd(shown_pairs(a))
     body = []
     for r in frame.iter_rows(named=True):
         sig = not missing(r["p_holm"]) and r["p_holm"] < ALPHA
@@ -147,6 +186,11 @@ def pairwise_table(a: Analyses, anchors: dict[str, str]) -> Table:
     columns = ["run A", "run B", "A − B [95% CI]", "p Holm", "detectable (80% power)", "common cases", "verdict"]
     caption = ("Each run against the baseline" if a.baseline else "Every pair of runs") + \
         f" (overall, paired on common cases; Holm over these {frame.height} pairs)"
+    if frame.height < a.pairs.height:
+        leader = a.cmp.leaderboard["run_id"][0]
+        caption = (f"{frame.height} of the {a.pairs.height} pairs: each run against the leader {leader}, and the pairs "
+                   f"within the top tie group (of the top {TOP_ROWS}; overall, paired on common cases; Holm over all "
+                   "the pairs; every pair in tables/pairwise_all.csv)")
     return Table("pairwise", caption, columns, body, frame)
 
 
@@ -222,12 +266,16 @@ def cases_table(a: Analyses, anchors: dict[str, str]) -> Table:
         on="run_id", index=["benchmark", "case_id"], values="score", aggregate_function="first")
     prompts = a.data.cases.select("case_id", "position", "prompt").unique("case_id", keep="first")
     wide = wide.join(prompts, on="case_id", how="left").sort("position", "case_id").drop("position")
+    frame = wide.select("benchmark", "case_id", *[r for r in runs if r in wide.columns])
+    caption = "Every case: score per run (blank: not completed)"
+    if len(runs) > LARGE:  # a column per run stops being readable: the top runs here, every run in the CSV
+        caption += f"; the top {CASE_RUNS} of {len(runs)} runs (every run in tables/cases.csv)"
+        runs = runs[:CASE_RUNS]
     body = []
     for r in wide.iter_rows(named=True):
         prompt = r["prompt"] or ""
         body.append([Cell(r["case_id"][:10], kind="mono", title=r["case_id"], id=case_anchor(r["case_id"])), Cell(r["benchmark"]),
                      Cell(prompt[:140] + ("…" if len(prompt) > 140 else ""), kind="prompt")] +
                     [Cell(num(r.get(run), 2), kind="num") for run in runs])
-    return Table("cases", "Every case: score per run (blank: not completed)", ["case", "benchmark", "prompt"] + runs,
-                 body, wide.select("benchmark", "case_id", *[r for r in runs if r in wide.columns]))
+    return Table("cases", caption, ["case", "benchmark", "prompt"] + runs, body, frame)
 

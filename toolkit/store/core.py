@@ -387,6 +387,7 @@ class Store:
         row = self._row(run_id)
         return row is not None and write_id in writes.parse(row["write_ids"])
 
-    def damaged(self, run_ids: list[str] | None = None) -> dict[str, str]:
-        """Runs (all, or ``run_ids``) whose rows cannot all be read: run id -> one line (``live.damaged``)."""
-        return writes.damaged(self, run_ids)
+    def damaged(self, run_ids: list[str] | None = None, tables: tuple[str, ...] | None = None) -> dict[str, str]:
+        """Runs (all, or ``run_ids``) whose rows cannot all be read (of ``tables``, default every run table):
+        run id -> one line (``live.damaged``)."""
+        return writes.damaged(self, run_ids, tables)

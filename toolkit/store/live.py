@@ -99,13 +99,13 @@ def lost(tables: dict[str, tuple[Any, Path]], by_part: dict[str, str], writes_of
     return out
 
 
-def damaged(store: Any, run_ids: list[str] | None = None) -> dict[str, str]:
+def damaged(store: Any, run_ids: list[str] | None = None, tables: tuple[str, ...] | None = None) -> dict[str, str]:
     """Runs whose visible files are missing or not the size their commit recorded (truncated, say), or
     whose live writes' rows a table does not hold (its log damaged): run id -> one line naming the file
     or table. Cheap (no file is read, but those whose add actions lack statistics)."""
     for _ in range(TRIES):
         snap = store._snapshot()
-        out = _damaged(store, snap, run_ids)
+        out = _damaged(store, snap, run_ids, RUN_DATA if tables is None else tables)
         # Rows a concurrent replace swept after this snapshot was taken are not lost: look again.
         if not out or store._latest_version() == snap.version:
             return out
@@ -125,12 +125,12 @@ def lost_in(store: Any, snap: Any, tables: tuple[str, ...], run_ids: list[str] |
     return lost(loaded, by_part, snap.live_writes(), parts)
 
 
-def _damaged(store: Any, snap: Any, run_ids: list[str] | None) -> dict[str, str]:
+def _damaged(store: Any, snap: Any, run_ids: list[str] | None, tables: tuple[str, ...]) -> dict[str, str]:
     by_part = dict(zip(snap.runs.column(PART).to_pylist(), snap.runs.column("run_id").to_pylist()))
     run_ids = None if run_ids is None else [store._canon(r, snap) for r in run_ids]
     wanted = None if run_ids is None else {_part(r) for r in run_ids}
     out: dict[str, str] = {}
-    for table in RUN_DATA:
+    for table in tables:
         listed = _sizes(store._path(table)) if isinstance(store.root, ObjectPath) else None
         for path, part, size in store._data_files(snap, table, None):
             if (wanted is not None and part not in wanted) or by_part.get(part) in out:
@@ -142,7 +142,7 @@ def _damaged(store: Any, snap: Any, run_ids: list[str] | None) -> dict[str, str]
             if actual != size:
                 what = "missing" if actual is None else f"{actual} bytes, its commit recorded {size}"
                 out[by_part[part]] = f"{path}: damaged part file ({what})"
-    for run_id, problem in lost_in(store, snap, RUN_DATA, run_ids).items():
+    for run_id, problem in lost_in(store, snap, tables, run_ids).items():
         out.setdefault(run_id, problem)
     return out
 
