@@ -141,7 +141,7 @@ class _StoreOption(click.Option):
 
 def store_option(func: Callable) -> Callable:
     return click.option("--store", "store_dir", type=click.Path(file_okay=False), cls=_StoreOption,
-                        help=f"Store directory (default: {STORE_DEFAULT_TEXT}).")(func)
+                        help=f"Store directory or s3://bucket/prefix URL (default: {STORE_DEFAULT_TEXT}).")(func)
 
 
 def dataset_option(func: Callable | None = None, *, required_help: str | None = None) -> Callable:
