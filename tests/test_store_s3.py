@@ -265,3 +265,14 @@ def test_the_demo_fills_an_s3_store_and_writes_its_report_here(s3_env, s3_store:
     assert not (tmp_path / "s3:").exists() and (tmp_path / "reports" / "demo" / "index.html").is_file()
     listing = bedside(["runs", "--json", "--store", s3_store])
     assert listing.returncode == 0 and len(json.loads(listing.stdout)) == 4
+
+
+def test_runs_compact_and_vacuum_work_on_an_s3_store(s3_env, s3_store: str, tmp_path: Path, sample_dataset) -> None:
+    files = _results(tmp_path / "results", sample_dataset, ["alpha", "beta"], rows=5)
+    for name, path in files.items():
+        assert bedside(["import", str(path), "--run-id", name, "--store", s3_store]).returncode == 0
+    before = bedside(["summary", "--all", "--json", "--store", s3_store])
+    done = bedside(["runs", "compact", "--vacuum", "--retention", "0", "--store", s3_store])
+    assert done.returncode == 0, done.stderr[-600:]
+    after = bedside(["summary", "--all", "--json", "--store", s3_store])
+    assert before.returncode == after.returncode == 0 and before.stdout == after.stdout

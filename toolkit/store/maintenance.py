@@ -13,9 +13,8 @@ asks for by giving a retention.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolkit.store import commits, delta, live as writes
 from toolkit.store.delta import DATASET_TABLES, PART, RUN_DATA
@@ -94,12 +93,12 @@ def compact_store(store: "Store", vacuum_hours: int | None = None) -> Upkeep:
     return done
 
 
-def _last_checkpoint(path: "os.PathLike[str]") -> int:
-    """The version of the table's last checkpoint (-1: none), from its checkpoint files' names."""
-    log = os.path.join(path, "_delta_log")
-    try:
-        names = os.listdir(log)
-    except FileNotFoundError:
+def _last_checkpoint(path: Any) -> int:
+    """The version of the table's last checkpoint (-1: none), from its checkpoint files' names (a local folder
+    or an object store's prefix alike)."""
+    log = path / "_delta_log"
+    if not log.is_dir():
         return -1
+    names = [p.name for p in log.iterdir()]
     found = [int(n[:20]) for n in names if n.endswith(".checkpoint.parquet") and n[:20].isdigit()]
     return max(found, default=-1)
