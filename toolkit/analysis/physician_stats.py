@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
-from scipy.special import stdtrit
 
+from toolkit import _process
 from toolkit.analysis.items import wilson_interval
 from toolkit.protocol import CI_HIGH, CI_LOW
 
@@ -43,7 +43,8 @@ class PPIMean:
 
     @property
     def half_width(self) -> float:
-        quantile = Z if math.isinf(self.df) else float(stdtrit(self.df, CI_HIGH))
+        # scipy's t quantile, loaded on use as every command does (``_process.student_t``)
+        quantile = Z if math.isinf(self.df) else float(_process.student_t().stdtrit(self.df, CI_HIGH))
         return quantile * self.se
 
     @property
