@@ -236,6 +236,22 @@ def test_a_bad_store_url_is_one_line(s3_env, args: list[str], words: str) -> Non
     assert done.returncode == 1 and done.stderr.count("\n") == 1 and words in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("prefix", ["a/../b", "./dot", "p%2Fq", "h#frag", "q?x=1", "back\\slash"])
+def test_a_store_prefix_two_clients_would_read_apart_is_refused(s3_env, s3_store: str, tmp_path: Path,
+                                                                 sample_dataset, prefix: str, capsys) -> None:
+    """pyarrow takes a key as it is, delta-rs parses it as a URL ('..' resolved, %2F decoded, '#' and '?' cut
+    off): an import would say it stored a run that `runs` then does not find. One line, nothing written."""
+    from toolkit.store.location import parse
+
+    files = _results(tmp_path / "results", sample_dataset, ["alpha"], rows=3)
+    bucket = parse(s3_store).parent
+    capsys.readouterr()
+    assert main(["import", str(files["alpha"]), "--store", f"{bucket}/{prefix}"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be part of" in err, err
+    assert bucket.listing() == []
+
+
 def test_a_plain_http_endpoint_needs_allow_http(s3_env, s3_store: str, monkeypatch) -> None:
     monkeypatch.delenv("AWS_ALLOW_HTTP")
     done = bedside(["runs", "--store", s3_store])
