@@ -175,6 +175,39 @@ def test_a_lease_taken_over_is_noticed_by_its_late_holder(s3_env, s3_store: str,
     leases.release(leases.acquire(path, "run 'probe'"))
 
 
+def test_a_writer_stalled_past_its_lease_does_not_commit_over_the_taker(s3_env, s3_store: str, tmp_path: Path,
+                                                                       sample_dataset, monkeypatch, capsys) -> None:
+    """A writer paused (SIGSTOP, a swapped-out laptop) just before its runs commit, for longer than its lease,
+    while another machine takes the lock over and commits the same run: on waking it must not commit (a
+    second runs row for the run) nor sweep the taker's rows; one line, non-zero exit."""
+    from toolkit.store import locks, transaction
+
+    monkeypatch.setenv("BEDSIDE_LOCK_LEASE_S", "2")
+    files = _results(tmp_path / "results", sample_dataset, ["late", "taker"], rows=8)
+    next_row = transaction._next_row
+
+    def stalled(*args, **kwargs):
+        lease = next(iter(locks._LEASES.values()))
+        lease._stop.set()  # the whole process stalls: its renewer too
+        lease._renewer.join()
+        time.sleep(2.3)
+        taker = bedside(["import", str(files["taker"]), "--run-id", "late", "--store", s3_store])
+        assert taker.returncode == 0, taker.stderr
+        return next_row(*args, **kwargs)
+
+    monkeypatch.setattr(transaction, "_next_row", stalled)
+    capsys.readouterr()
+    assert main(["import", str(files["late"]), "--run-id", "late", "--store", s3_store]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "taken over" in err, err
+    monkeypatch.setattr(transaction, "_next_row", next_row)
+    local = tmp_path / "local"
+    assert main(["import", str(files["taker"]), "--run-id", "late", "--store", str(local)]) == 0
+    store = Store.open(s3_store)
+    assert store.run_ids() == ["late"] and store.damaged() == {}
+    _same_runs(store, Store.open(local), ["late"])
+
+
 def test_an_unsafe_backend_is_refused_for_writing_with_one_line(s3_env, s3_store: str, tmp_path: Path,
                                                                 sample_dataset, monkeypatch) -> None:
     files = _results(tmp_path / "results", sample_dataset, ["alpha"], rows=5)
@@ -201,6 +234,22 @@ def test_an_unsafe_backend_is_refused_for_writing_with_one_line(s3_env, s3_store
 def test_a_bad_store_url_is_one_line(s3_env, args: list[str], words: str) -> None:
     done = bedside(args)
     assert done.returncode == 1 and done.stderr.count("\n") == 1 and words in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("prefix", ["a/../b", "./dot", "p%2Fq", "h#frag", "q?x=1", "back\\slash"])
+def test_a_store_prefix_two_clients_would_read_apart_is_refused(s3_env, s3_store: str, tmp_path: Path,
+                                                                 sample_dataset, prefix: str, capsys) -> None:
+    """pyarrow takes a key as it is, delta-rs parses it as a URL ('..' resolved, %2F decoded, '#' and '?' cut
+    off): an import would say it stored a run that `runs` then does not find. One line, nothing written."""
+    from toolkit.store.location import parse
+
+    files = _results(tmp_path / "results", sample_dataset, ["alpha"], rows=3)
+    bucket = parse(s3_store).parent
+    capsys.readouterr()
+    assert main(["import", str(files["alpha"]), "--store", f"{bucket}/{prefix}"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be part of" in err, err
+    assert bucket.listing() == []
 
 
 def test_a_plain_http_endpoint_needs_allow_http(s3_env, s3_store: str, monkeypatch) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 import polars as pl
 import pyarrow as pa
 
-from toolkit.store import commits, delta, live as writes, location, parquet, transaction
+from toolkit.store import commits, delta, live as writes, location, locks, parquet, transaction
 from toolkit.store.delta import PART, SCORES
 from toolkit.store.location import ObjectPath
 from toolkit.store.locks import run_lock, store_lock
@@ -297,6 +297,10 @@ class Store:
         """The run's lock for one of the store's own writes: joins the lock when this process holds it."""
         run_id = self._canon(run_id)
         return run_lock(self.root / ".locks" / f"{safe_segment(run_id)}.lock", f"run {run_id!r}", join=True)
+
+    def _confirm(self, run_id: str) -> None:
+        """Before a commit point: StoreError when the run's lock (an object store's lease) is no longer ours."""
+        locks.confirm(self.root / ".locks" / f"{safe_segment(self._canon(run_id))}.lock")
 
     @staticmethod
     def subscribe(callback: commits.Subscriber) -> None:

@@ -191,6 +191,35 @@ def check(lease: Lease) -> None:
         raise StoreError(lease.lost)
 
 
+def confirm(lease: Lease) -> None:
+    """Right before a commit point: StoreError unless the lock is still ours, with at least half a lease left
+    (renewed now, by compare-and-swap, when less is). The renewer thread alone cannot promise it: a process
+    stalled past its lease wakes with its main thread and renewer at once, and would commit after another
+    writer took the run over. What is left is a stall of more than half a lease within the next request."""
+    check(lease)
+    try:
+        for _ in range(_TRIES):
+            table = _table(lease.path)
+            try:
+                held = _holder(table)
+                if held is None or held["token"] != lease.token:
+                    lease.lost = lease.lost or (f"{lease.what}: its lock was taken over"
+                                                + (f" by {describe(held)}" if held else "")
+                                                + " after this process's lease ran out; nothing more was written")
+                    raise StoreError(lease.lost)
+                if held["expires"] - time.time() > lease_seconds() / 2:
+                    return
+                if _swap(table, lease.row(time.time() + lease_seconds())):
+                    return
+            finally:
+                _keep(lease.path, table)
+    except StoreError:
+        raise
+    except Exception as error:  # noqa: BLE001 - an object store's failure: one line, and no commit
+        raise StoreError(f"{lease.what}: cannot confirm its lock {lease.path}: {first_line(error)}") from None
+    raise StoreError(f"{lease.what}: its lock {lease.path} keeps changing; try again")
+
+
 def release(lease: Lease) -> None:
     """Stop renewing and let the lock go (best effort: an unreleased lease expires on its own)."""
     lease._stop.set()

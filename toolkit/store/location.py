@@ -50,6 +50,12 @@ def parse(root: "str | os.PathLike[str] | ObjectPath") -> "Path | ObjectPath":
     rest = text.split("://", 1)[1].strip("/")
     if not rest or rest.split("/", 1)[0] in ("", ".", ".."):
         raise StoreError(f"{text}: an S3 store URL names a bucket: s3://bucket/prefix")
+    # pyarrow takes the key as it is, delta-rs parses it as a URL (resolves '.' and '..', decodes %2F, cuts at
+    # '?' and '#', panics at '\'): the two would write and read different keys, so neither may be in it.
+    odd = next((c for c in rest if c in "%?#\\" or not c.isprintable()), None)
+    if odd is not None or any(part in (".", "..") for part in rest.split("/")):
+        shown = repr(odd) if odd is not None else "'.' or '..' as a segment"
+        raise StoreError(f"{text}: {shown} cannot be part of an S3 store URL (give the prefix as its keys are named)")
     return ObjectPath("s3://" + re.sub(r"/+", "/", rest))
 
 

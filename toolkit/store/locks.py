@@ -170,6 +170,17 @@ def _leased(path: ObjectPath, what: str, key: str) -> Iterator[None]:
         leases.release(lease)
 
 
+def confirm(path: Path) -> None:
+    """Before a commit point under a run's lock: StoreError when this process's lease of it (an object store)
+    was taken over (``leases.confirm``). A local flock cannot be taken from a live holder: nothing to do."""
+    with _GUARD:
+        lease = _LEASES.get(str(path))
+    if lease is not None:
+        from toolkit.store import leases
+
+        leases.confirm(lease)
+
+
 @contextmanager
 def store_lock(path: Path) -> Iterator[None]:
     """Exclusive and blocking (held for a few commits at most): check-then-write sections across processes."""

@@ -96,6 +96,7 @@ class Transaction:
         live = {**writes.without_scores({k: v for k, v in live.items() if k != self.write_id}),
                 **({self.write_id: live[self.write_id]} if self.write_id in live else {})}
         drop = None if self.renaming is None else part_of(self.renaming)
+        self._confirm()
         _commit_row(self.store, self.run_id, self.current, row, step, live, drop)
         self.done = True
         try:
@@ -133,6 +134,7 @@ class Transaction:
         """ONE runs commit removing the run (it stops being one), then its rows are swept and their files
         deleted: the space comes back at once, also on a full disk, where it is wanted most."""
         self._open()
+        self._confirm()
         try:
             delta.delete(self.store._path("runs"), f"{PART} = '{part_of(self.run_id)}'")
         except NoSpace:
@@ -158,6 +160,10 @@ class Transaction:
             return
         self.done = True
         try:
+            try:
+                self._confirm()
+            except StoreError:  # another writer took the run over: the rows there may be its own now
+                return
             live = {} if self.current is None else writes.parse(self.current["write_ids"])
             if self.wrote:
                 try:
@@ -169,6 +175,13 @@ class Transaction:
             free_files(self.store, self.run_id, self.began)
         finally:
             self.lock.close()
+
+    def _confirm(self) -> None:
+        """The run's lock (and a renamed run's) still ours, right before the commit point: a writer stalled
+        past its lease must not commit over, or sweep, the run another writer took over meanwhile."""
+        for run_id in (self.run_id, self.renaming):
+            if run_id is not None:
+                self.store._confirm(run_id)
 
     def _open(self) -> None:
         if self.done:
