@@ -325,3 +325,14 @@ def test_runs_compact_and_vacuum_work_on_an_s3_store(s3_env, s3_store: str, tmp_
     assert done.returncode == 0, done.stderr[-600:]
     after = bedside(["summary", "--all", "--json", "--store", s3_store])
     assert before.returncode == after.returncode == 0 and before.stdout == after.stdout
+
+
+@pytest.mark.parametrize("run_id", ["../x", "a%2Fb", "a/../b"])
+def test_run_ids_a_local_store_takes_are_taken_by_an_s3_store(s3_env, s3_store: str, tmp_path: Path,
+                                                              sample_dataset, run_id: str) -> None:
+    """A lock table's name went through delta-rs's URL decoding ('%2E%2E' became '..'): such ids failed."""
+    files = _results(tmp_path / "results", sample_dataset, ["alpha"], rows=5)
+    done = bedside(["import", str(files["alpha"]), "--run-id", run_id, "--store", s3_store])
+    assert done.returncode == 0, done.stderr[-600:]
+    listing = bedside(["runs", "--json", "--store", s3_store])
+    assert [r["run_id"] for r in json.loads(listing.stdout)] == [run_id]

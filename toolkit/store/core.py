@@ -290,17 +290,20 @@ class Store:
         naming the holder (pid, command line, since when)."""
         self._writable()
         run_id = self._canon(run_id)
-        with run_lock(self.root / ".locks" / f"{safe_segment(run_id)}.lock", f"run {run_id!r}"):
+        with run_lock(self._lock_file(run_id), f"run {run_id!r}"):
             yield
 
     def _hold(self, run_id: str):
         """The run's lock for one of the store's own writes: joins the lock when this process holds it."""
         run_id = self._canon(run_id)
-        return run_lock(self.root / ".locks" / f"{safe_segment(run_id)}.lock", f"run {run_id!r}", join=True)
+        return run_lock(self._lock_file(run_id), f"run {run_id!r}", join=True)
 
     def _confirm(self, run_id: str) -> None:
         """Before a commit point: StoreError when the run's lock (an object store's lease) is no longer ours."""
-        locks.confirm(self.root / ".locks" / f"{safe_segment(self._canon(run_id))}.lock")
+        locks.confirm(self._lock_file(self._canon(run_id)))
+
+    def _lock_file(self, run_id: str) -> Path:  # an object store's lock is a table delta-rs URL-decodes: no '%'
+        return self.root / ".locks" / f"{_part(run_id) if self.is_remote else safe_segment(run_id)}.lock"
 
     @staticmethod
     def subscribe(callback: commits.Subscriber) -> None:
