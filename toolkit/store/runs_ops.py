@@ -16,6 +16,7 @@ from toolkit.store import commits, delta, live as writes, transaction
 from toolkit.store.delta import DATA_TABLES, RUN_DATA
 from toolkit.store.locks import store_lock
 from toolkit.store.paths import StoreError, new_run_id, now_iso
+from toolkit.store.sweep import sweep
 from toolkit.tables import TABLES, constant
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def compact_run(store: "Store", run_id: str) -> None:
             txn.add({t: store.read(t, [txn.run_id]).to_arrow() for t in DATA_TABLES})
             txn.commit({c: current[c] for c in TABLES["runs"].names}, replace=True)
         else:
-            transaction.sweep(store, txn.run_id, set(live), writes.scores_write(live))
+            sweep(store, txn.run_id, set(live), writes.scores_write(live))
     finally:
         txn.lock.close()
     if _compact_runs_table(store):
