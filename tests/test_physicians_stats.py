@@ -203,3 +203,18 @@ def test_corrected_intervals_stay_within_what_a_score_can_be() -> None:
     row = corrected_means(cases, ["r"])[0].row(0, named=True)
     assert row["mean"] == pytest.approx(0.875) and row["mean"] + 2.2 * row["se"] > 1.0  # t(11) would pass 1
     assert row["ci_high"] == 1.0 and 0.0 < row["ci_low"] < row["mean"]
+
+
+def test_a_judge_that_agrees_with_the_physicians_corrects_nothing() -> None:
+    """Few labelled cases (lambda not tuned): the estimate is the judge's mean over every case plus the
+    labelled cases' mean error, so physician scores equal to the judge's leave the judge's mean as it is."""
+    from toolkit.analysis.physicians import corrected_means
+
+    n = 15
+    judge = [0.2, 0.9, 0.5, 1.0, 0.0] * 3
+    cases = pl.DataFrame({"run_id": ["r"] * n, "case_id": [f"c{i}" for i in range(n)], "benchmark": ["b"] * n,
+                          "judge": judge, "judge_labelled": [j if i < 12 else None for i, j in enumerate(judge)],
+                          "physician": [j if i < 12 else None for i, j in enumerate(judge)],
+                          "labels": [5 if i < 12 else None for i in range(n)]})
+    row = corrected_means(cases, ["r"])[0].row(0, named=True)
+    assert row["mean"] == pytest.approx(row["judge_mean"], abs=1e-12) and row["labelled_cases"] == 12

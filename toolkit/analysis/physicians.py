@@ -44,8 +44,9 @@ OVERALL = "overall"
 # (tests/test_physicians_coverage.py: 88-91% at 4-8 cases): the estimate is shown without an interval.
 MIN_LABELLED = 10
 MIN_PER_BENCHMARK = 2  # a benchmark's variance needs two labelled cases
-# Below this many labelled cases in a benchmark lambda is not tuned but 1 (plain PPI): a slope fitted on
-# fewer cases is noise, and its interval under-covers (92% at 25 labelled cases in two benchmarks).
+# Below this many labelled cases in a benchmark lambda is not tuned (a slope fitted on fewer cases is noise,
+# and its interval under-covers) but fixed at N / (N + n): the judge's mean over every case plus the labelled
+# cases' mean error, so a judge that agrees with the physicians corrects nothing (``fixed_lambda``).
 MIN_TUNED = 20
 # The overall mean when a benchmark has too few labelled cases of its own (``weighted_macro``) is shown
 # without an interval: it is used exactly when the labels missed a benchmark, and then its variance misses
@@ -53,7 +54,8 @@ MIN_TUNED = 20
 UNBALANCED = ("a benchmark has fewer than 2 labelled cases: no valid 95% interval (label at least 2 cases in "
               "every benchmark; `bedside review` draws them so)")
 METHOD_NOTE = ("corrected = PPI++ (power-tuned prediction-powered inference) per benchmark from physician case "
-               "scores of the labelled cases and judge scores of all cases (lambda 1 below 20 labelled cases); "
+               "scores of the labelled cases and judge scores of all cases (below 20 labelled cases: the judge's mean "
+               "over all cases plus the labelled cases' mean error); "
                "overall = mean over benchmarks; 95% Student t intervals, cut to the scores' range; valid when the "
                "labelled cases are a random sample of the cases within each benchmark")
 
@@ -109,8 +111,14 @@ def _estimate(frame: pl.DataFrame, value: str, labelled_value: str, truth: str) 
     if lab.height < MIN_PER_BENCHMARK:
         return None
     rest = frame.filter(pl.col(truth).is_null())
-    lam = None if lab.height >= MIN_TUNED else 1.0
+    lam = None if lab.height >= MIN_TUNED else fixed_lambda(lab.height, rest.height)
     return ppi_mean(lab[truth].to_numpy(), lab[labelled_value].to_numpy(), rest[value].to_numpy(), lam=lam)
+
+
+def fixed_lambda(labelled: int, unlabelled: int) -> float:
+    """lambda = N / (N + n): then lambda mean(Yhat, unlabelled) + mean(Y - lambda Yhat, labelled) equals
+    mean(Yhat, every case) + mean(Y - Yhat, labelled). Fixed by the design, not the data: unbiased."""
+    return unlabelled / (unlabelled + labelled)
 
 
 def _row(est: PPIMean | None, enough: bool, why: str) -> dict:
@@ -142,7 +150,7 @@ def weighted_macro(frame: pl.DataFrame, value: str, labelled_value: str, truth: 
     if lab.height < MIN_PER_BENCHMARK:
         return None
     rest = weighted.filter(pl.col(truth).is_null())
-    lam = None if lab.height >= MIN_TUNED else 1.0
+    lam = None if lab.height >= MIN_TUNED else fixed_lambda(lab.height, rest.height)
     w = lab["_w"].to_numpy()
     return ppi_mean(w * lab[truth].to_numpy(), w * lab[labelled_value].to_numpy(),
                     rest["_w"].to_numpy() * rest[value].to_numpy(), lam=lam)
