@@ -11,7 +11,9 @@ from toolkit.cli.options import store_option
 @click.command("review")
 @click.option("--run", "run_ids", multiple=True, required=True, help="Run whose answers to review (repeatable).")
 @click.option("--cases", type=click.IntRange(1, 10_000), default=20, show_default=True, metavar="N",
-              help="Cases to review, drawn at random among those every run answered.")
+              help="Cases to review, drawn at random within benchmarks, spread evenly over them, among those every "
+                   "run answered. Corrected scores need 2 labelled cases in every benchmark and 10 in all for an "
+                   "interval.")
 @click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=42, show_default=True, metavar="INTEGER",
               help="Seed of the cases drawn and of the order of cases and answers.")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default="review.html", show_default=True,
@@ -26,7 +28,8 @@ def review_cmd(run_ids: tuple[str, ...], cases: int, seed: int, out: str, instru
     The page is one HTML file that works from disk with no network (nothing is fetched); it shows, case by
     case, the question, each run's answer with the model hidden, and the rubric items to mark met, not met
     or unsure, with the keyboard. The work is kept in the reviewer's browser; they export it as a JSON file
-    for `bedside labels import`. Which run wrote each answer stays in the store (table reviews).
+    for `bedside labels import`. Which run wrote each answer stays in the store (table reviews). Each case
+    shows one answer per run (its lowest answered sample).
     """
     from toolkit.sql import follow_commits
     follow_commits()  # registered `bedside db` files show the new review's rows
