@@ -17,7 +17,7 @@ from toolkit.text import visible
 @wide_option
 @click.pass_context
 def runs(ctx: click.Context, as_json: bool, store_dir: str | None, prices_file: str | None) -> None:
-    """List, remove and rename the runs of the store.
+    """List, remove, rename and compact the runs of the store.
 
     The list shows what each run cost: dollars where its models are priced (--prices), else its tokens.
     """
