@@ -304,3 +304,16 @@ def test_a_truncated_part_file_costs_its_run_not_the_store(inputs, clean, tmp_pa
     assert code == 0, err
     code, _, err = bedside("summary", "--run", "f1", "--store", st, "--json")
     assert code == 1 and str(victim) in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_new_store_whose_marker_another_creator_is_writing_is_one(tmp_path: Path) -> None:
+    """Two imports create one new store: the first writes its marker beside the folder's other entries as
+    ``.bedside-store.<pid>.tmp``; the second, checking the folder meanwhile, must not call it foreign."""
+    from toolkit.store.paths import MARKER, check_store_folder, claim_store_folder
+
+    root = tmp_path / "new"
+    (root / ".locks").mkdir(parents=True)
+    (root / f".{MARKER}.4242.tmp").write_text("bedside-store 3\n")
+    check_store_folder(root)
+    claim_store_folder(root)
+    assert (root / MARKER).is_file()

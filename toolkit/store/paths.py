@@ -96,7 +96,7 @@ FORMAT = 3
 MARKER_TEXT = f"bedside-store {FORMAT}\n"
 _OWN = frozenset({"answers", "judgments", "decisions", "runs", "cases", "rubric_items", "pass_scores",
                   "sample_scores", "case_scores", "benchmark_scores", "reliability_scores", "run_summary", ".locks",
-                  "journal", ".databases.json", MARKER})
+                  "journal", ".databases.json", "reviews", "human_labels", MARKER})
 _CHECKED: set[str] = set()  # store folders this process found marked (a marker is never taken away)
 _OLDER: set[str] = set()  # marked stores of an earlier format: raised to FORMAT by their first write
 _UNMARKED: set[str] = set()  # stores of earlier versions (a runs table, no marker) this process read
@@ -108,7 +108,8 @@ def _is_store_folder(root: Path) -> bool:
     names = os.listdir(root)
     if any(os.path.isdir(root / n / "_delta_log") for n in names if n in _OWN):
         return True
-    return all(n in _OWN or n.startswith(".trash-") for n in names)
+    # a racing creator's marker being written (``_write_marker``) is the store's own too
+    return all(n in _OWN or n.startswith((".trash-", f".{MARKER}.")) for n in names)
 
 
 def _marked(root: Path) -> bool:
