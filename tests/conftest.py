@@ -89,3 +89,14 @@ def scoring_commits():
     store_scores()
     yield
     transaction._SCORERS[:] = before
+
+
+@pytest.fixture(scope="module")
+def chromium() -> None:
+    """Debian's Chromium for the browser tests: they skip without it here, and fail in CI (CI=true)."""
+    from tests.report_browser import CHROMIUM, INSTALL_HINT
+
+    if not CHROMIUM.is_file():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{CHROMIUM} is missing in CI. {INSTALL_HINT}")
+        pytest.skip(f"{CHROMIUM} is missing. {INSTALL_HINT}")

@@ -5,11 +5,10 @@ the hostile answers, prompts, rubric texts and run id of tests/report_store.py s
 from __future__ import annotations
 
 import io
-import os
 
 import pytest
 
-from tests.report_browser import CHROMIUM, INSTALL_HINT, visit
+from tests.report_browser import visit
 from tests.report_store import EVIL_RUN, SCRIPT, build
 from toolkit.report import ReportOptions, write_report
 
@@ -23,14 +22,6 @@ CHECKS = """() => ({
     sections: Array.from(document.querySelectorAll('section[id]')).map(s => s.id),
     openable: document.querySelectorAll('details.case').length,
 })"""
-
-
-@pytest.fixture(scope="module")
-def chromium() -> None:
-    if not CHROMIUM.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{CHROMIUM} is missing in CI. {INSTALL_HINT}")
-        pytest.skip(f"{CHROMIUM} is missing. {INSTALL_HINT}")
 
 
 def test_report_renders_offline_and_hostile_text_stays_inert(chromium, tmp_path, sample_dataset):

@@ -5,13 +5,12 @@ rubric text stay inert; the page names no run and no model."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
 
-from tests.report_browser import CHROMIUM, CHROMIUM_ARGS, INSTALL_HINT
+from tests.report_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.test_cli_process import bedside_process
 from tests.test_labels_import import MODELS, RUNS, answers_store
 from toolkit.labels import read_labels
@@ -22,14 +21,6 @@ KEYS = ("1", "n", "u", "m", "2", "3")  # met, not_met, unsure, met, not_met, uns
 VALUE = {"1": "met", "m": "met", "2": "not_met", "n": "not_met", "3": "unsure", "u": "unsure"}
 BREAKOUT = "</script><script>window.__pwned = 4; alert(1)</script>"
 IMG = '<img src=x onerror="window.__pwned = 5">'
-
-
-@pytest.fixture(scope="module")
-def chromium() -> None:
-    if not CHROMIUM.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{CHROMIUM} is missing in CI. {INSTALL_HINT}")
-        pytest.skip(f"{CHROMIUM} is missing. {INSTALL_HINT}")
 
 
 class Browser:

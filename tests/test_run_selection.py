@@ -4,23 +4,13 @@ exact id, and ``--runs-file FILE`` takes ids or patterns one a line. Real proces
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests import reference_model as rm
+from tests.test_compare_reads import bedside
 from toolkit.dataset import load_dataset
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def bedside(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "toolkit", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, env=dict(os.environ), timeout=120)
-
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
