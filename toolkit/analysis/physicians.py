@@ -30,6 +30,7 @@ from itertools import combinations
 import numpy as np
 import polars as pl
 
+from toolkit.analysis.compare import leaderboard_order
 from toolkit.analysis.paired import ResampleSettings
 from toolkit.analysis.physician_labels import (agreement_by_class, class_frames, combine_labels, item_table,
                                                judge_errors, judge_items, judge_pass, physician_pairs,
@@ -292,8 +293,9 @@ def _num(value: float | None) -> float:
 
 def judge_vs_physicians(data: RunData, labels: pl.DataFrame, options: PhysicianOptions = PhysicianOptions()
                         ) -> PhysicianCheck:
-    """The whole check for the runs of ``data`` from ``labels`` (``human_labels`` rows of those runs)."""
-    run_ids = data.runs["run_id"].to_list()
+    """The whole check for the runs of ``data`` from ``labels`` (``human_labels`` rows of those runs), runs in
+    leaderboard order as every table lists them."""
+    run_ids = leaderboard_order(data, options.selection)
     labels = labels.filter(pl.col("run_id").is_in(run_ids))
     labelled = [r for r in run_ids if r in set(labels["run_id"].to_list())]
     if not labelled:
