@@ -38,7 +38,7 @@ from toolkit.collect.settings import DEFAULT_CONCURRENCY, CollectSettings, Endpo
 from toolkit.sim import SimConfig, SimServer
 from toolkit.sim.models import answer_states
 from toolkit.dataset import load_dataset
-from toolkit.labels import ImportSummary, add_labels, draw_cases
+from toolkit.labels import ImportSummary, add_labels, current_answers, draw_cases
 from toolkit.store import Store, StoreError, default_store_path
 from toolkit.store.runs_ops import delete_run
 from toolkit.summary import summarize
@@ -151,8 +151,7 @@ def physician_labels(store: Store, run_ids: list[str], cases: int = DEMO_LABELLE
     every sample) of ``cases`` cases drawn by ``seed`` within benchmarks (``draw_cases``; the same cases for
     every run), met when the answer states it, by the rule the simulated answers are written to."""
     answers = store.read("answers", run_ids, columns=["run_id", "case_id", "sample", "attempt", "answer", "error"])
-    answers = answers.filter(pl.col("error").is_null() & pl.col("answer").is_not_null()).sort("attempt") \
-        .unique(["run_id", "case_id", "sample"], keep="last").sort("run_id", "case_id", "sample")
+    answers = current_answers(answers).sort("run_id", "case_id", "sample")
     digests = store.read("runs", run_ids, columns=["dataset_sha256"])["dataset_sha256"].unique().to_list()
     case_rows = store.read("cases", keys=digests, columns=["case_id", "benchmark", "position"]).sort("position")
     chosen = set(draw_cases(case_rows, cases, random.Random(seed)))  # as `bedside review` draws them

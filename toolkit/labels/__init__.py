@@ -5,14 +5,16 @@ in the store's ``reviews`` table), ``import_labels`` (``bedside labels import``:
 CSV/JSONL table into ``human_labels``, one commit), ``add_labels`` (rows a program made, such as the demo's
 simulated physician, through the same checks), ``read_labels`` (the stored labels), ``label_counts``
 (``bedside labels``), ``draw_cases`` (which cases a review shows: at random within benchmarks, spread over
-them), ``LabelsError`` and ``LABEL_VALUES``. Labels never change a judge's decisions.
+them), ``current_answers`` (the answer a label is about), ``LabelsError`` and ``LABEL_VALUES``. Labels
+never change a judge's decisions.
 """
 
 from __future__ import annotations
 
 from toolkit.labels._files import LABEL_VALUES, LabelsError
 from toolkit.labels._page import draw_cases, write_review
-from toolkit.labels._store import ImportSummary, add_labels, import_labels, label_counts, read_labels
+from toolkit.labels._store import (ImportSummary, add_labels, current_answers, import_labels, label_counts,
+                                   read_labels)
 
-__all__ = ["ImportSummary", "LABEL_VALUES", "LabelsError", "add_labels", "draw_cases", "import_labels",
-           "label_counts", "read_labels", "write_review"]
+__all__ = ["ImportSummary", "LABEL_VALUES", "LabelsError", "add_labels", "current_answers", "draw_cases",
+           "import_labels", "label_counts", "read_labels", "write_review"]

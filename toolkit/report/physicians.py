@@ -46,16 +46,12 @@ def physician_section(store: Store, a: Analyses, resamples: ResampleSettings, se
         bullets=check.notes)
 
 
-def _accuracy_rows(frame: pl.DataFrame, judge: bool) -> list[list[Cell]]:
+def _accuracy_rows(frame: pl.DataFrame) -> list[list[Cell]]:
     rows = []
     for r in frame.iter_rows(named=True):
-        row = [Cell(r["item_class"]), Cell(str(r["items"]), kind="num")]
-        if judge:
-            row += [Cell(str(r["unsure"]), kind="num"),
-                    *(Cell(interval(r[n], r[f"{n}_low"], r[f"{n}_high"]), kind="num")
-                      for n in ("sensitivity", "specificity", "agreement"))]
-        else:
-            row.append(Cell(num(r["agreement"]), kind="num"))
+        row = [Cell(r["item_class"]), Cell(str(r["items"]), kind="num"), Cell(str(r["unsure"]), kind="num"),
+               *(Cell(interval(r[n], r[f"{n}_low"], r[f"{n}_high"]), kind="num")
+                 for n in ("sensitivity", "specificity", "agreement"))]
         row.append(Cell(interval(r["kappa"], r["kappa_low"], r["kappa_high"]), kind="num"))
         rows.append(row)
     return rows
@@ -66,7 +62,7 @@ def accuracy_table(check: PhysicianCheck) -> Table:
     ceiling = {r["item_class"]: r for r in check.physician_agreement.iter_rows(named=True)}
     body = [row + [Cell(interval(ceiling[row[0].text]["kappa"], ceiling[row[0].text]["kappa_low"],
                                  ceiling[row[0].text]["kappa_high"]) if row[0].text in ceiling else "–", kind="num")]
-            for row in _accuracy_rows(check.agreement, judge=True)]
+            for row in _accuracy_rows(check.agreement)]
     columns = ["item class", "items", "unsure", "sensitivity [95% CI]", "specificity [95% CI]",
                "agreement [95% CI]", "judge κ [95% CI]", "physician κ (ceiling)"]
     return Table("physicians_accuracy", "The judge against the physicians per item class (one pass of it); "
