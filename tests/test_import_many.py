@@ -1,4 +1,4 @@
-"""Bulk import: many result files in one process, one store commit per file; a bad file names itself and
+"""Bulk import: many result files in one process, one run per file; a bad file names itself and
 the other files' runs stand."""
 
 from __future__ import annotations

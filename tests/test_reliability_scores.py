@@ -101,12 +101,12 @@ def test_a_run_stored_before_the_table_has_its_rows_computed(store: Store, sampl
     import duckdb
 
     from toolkit import write_database
-    from toolkit.score_tables import score_commit
+    from toolkit.score_tables import score_commits
 
-    def older(txn, run_row):  # the scorer of a version before sample_scores and reliability_scores
-        out = score_commit(txn, run_row)
-        return None if out is None else {t: f for t, f in out.items()
-                                         if t not in ("sample_scores", "reliability_scores")}
+    def older(batch):  # the scorer of a version before sample_scores and reliability_scores
+        return [None if out is None else {t: f for t, f in out.items()
+                                          if t not in ("sample_scores", "reliability_scores")}
+                for out in score_commits(batch)]
 
     transaction._SCORERS[:] = [older]
     write_samples(store, sample_dataset, "old", sample_decisions(sample_dataset, "old", 2))

@@ -13,7 +13,7 @@ import pytest
 
 from tests import analysis_sim
 from tests.samples_support import sample_decisions, write_samples
-from toolkit.score_tables import score_commit
+from toolkit.score_tables import score_commits
 from toolkit.sql._query import connect
 from toolkit.store import Store, delta, transaction
 from toolkit.summary import summarize
@@ -40,10 +40,10 @@ def old_writing():
         data = data.select(_old_schema(table).names).cast(_old_schema(table))
         delta._write(path, data, mode="overwrite", predicate=predicate, partition_by=delta.partition_by(table))
 
-    def scorer(txn, run_row):
-        out = score_commit(txn, run_row)
-        return None if out is None else {t: f for t, f in out.items()
-                                         if t not in ("sample_scores", "reliability_scores")}
+    def scorer(batch):
+        return [None if out is None else {t: f for t, f in out.items()
+                                          if t not in ("sample_scores", "reliability_scores")}
+                for out in score_commits(batch)]
 
     before = list(transaction._SCORERS)
     transaction._SCORERS[:] = [scorer]

@@ -1,6 +1,6 @@
 """The score tables (``toolkit.tables.SCORE_TABLES``) of runs, computed by the toolkit's own scoring.
 
-Every commit stores its run's score tables (``store_scores`` registers ``score_commit`` with the store), so
+Every commit stores its run's score tables (``store_scores`` registers ``score_commits`` with the store), so
 SQL, the ``db`` file and notebooks read numbers the toolkit computed once, in polars. Readers compute them
 here too for what is not stored: runs written before scores were stored, and selections other than the
 stored one (another judge, some passes, another order).
@@ -16,7 +16,7 @@ from toolkit.scoring import reliability_scores
 from toolkit.selection import (RunData, latest_valid_decisions, per_case, per_sample, read_columns, read_runs,
                                scored_passes)
 from toolkit.store import Store, StoreError
-from toolkit.store.transaction import Transaction
+from toolkit.store.transaction import Transaction, read_together
 from toolkit.summary import (SummaryOptions, benchmark_means, macro_mean, ordered_cases, resolve_order,
                              run_facts)
 from toolkit.tables import LATER_SCORES, SCORE_TABLES, polars_schema, to_arrow
@@ -79,25 +79,39 @@ def _null_nan(value: float) -> float | None:
     return None if value != value else value
 
 
-def score_commit(txn: Transaction, run_row: dict) -> dict | None:
-    """The store's scorer (``Store.score_with``): the score tables of the run as ``txn`` will commit it; None
-    when its dataset is not stored (readers then say so). ValueError when its decisions do not fit the rubric."""
-    store, sha = txn.store, run_row.get("dataset_sha256")
-    if not sha or not store.has_dataset(sha):
-        return None
-    runs = pl.from_arrow(to_arrow("runs", [{**run_row, "run_id": txn.run_id}]))
+def score_commits(batch: list[tuple[Transaction, dict]]) -> list[dict | None]:
+    """The store's scorer (``Store.score_with``): the score tables of each run as its transaction will commit
+    it, computed for all runs of one dataset at once; None for a run whose dataset is not stored (readers
+    then say so). ValueError when some run's decisions do not fit the rubric (the store then scores the runs
+    one by one)."""
+    out: list[dict | None] = [None] * len(batch)
+    by_dataset: dict[str, list[int]] = {}
+    for i, (txn, run_row) in enumerate(batch):
+        by_dataset.setdefault(run_row.get("dataset_sha256") or "", []).append(i)
+    for sha, indices in by_dataset.items():
+        store = batch[indices[0]][0].store
+        if not sha or not store.has_dataset(sha):
+            continue
+        txns = [batch[i][0] for i in indices]
+        runs = pl.from_arrow(to_arrow("runs", [{**batch[i][1], "run_id": batch[i][0].run_id} for i in indices]))
 
-    def read(table: str) -> pl.DataFrame:  # as ``read_runs(texts=False)`` reads it
-        return txn.read(table, read_columns(table, texts=False))
+        def read(table: str) -> pl.DataFrame:  # as ``read_runs(texts=False)`` reads it
+            return read_together(txns, table, read_columns(table, texts=False))
 
-    data = RunData(runs, read("answers"), read("judgments"), read("decisions"),
-                   store.read("cases", keys=[sha]), store.read("rubric_items", keys=[sha]))
-    return {t: f.to_arrow() for t, f in score_tables(data).items()}
+        data = RunData(runs, read("answers"), read("judgments"), read("decisions"),
+                       store.read("cases", keys=[sha]), store.read("rubric_items", keys=[sha]))
+        per_run: dict[str, dict] = {txn.run_id: {} for txn in txns}
+        for table, frame in score_tables(data).items():
+            for (run_id,), rows in frame.partition_by("run_id", as_dict=True, maintain_order=True).items():
+                per_run[run_id][table] = rows.to_arrow()
+        for i, txn in zip(indices, txns):
+            out[i] = per_run[txn.run_id]
+    return out
 
 
 def store_scores() -> None:
     """Have this process's commits store their runs' score tables (the writers call it once)."""
-    Store.score_with(score_commit)
+    Store.score_with(score_commits)
 
 
 def computed(store: Store, options: SummaryOptions = SummaryOptions()) -> dict[str, pl.DataFrame]:

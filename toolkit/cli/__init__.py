@@ -17,7 +17,7 @@ import click
 # the short help must equal the command's own (tests/test_imports.py checks it).
 COMMANDS: dict[str, tuple[str, str]] = {
     "dataset": ("toolkit.cli.data:dataset", "Inspect and validate a BedsideBench dataset (checkout or case file)."),
-    "import": ("toolkit.cli.results:import_cmd", "Import reference-runner result files (JSONL) as runs, one store commit per file."),
+    "import": ("toolkit.cli.results:import_cmd", "Import reference-runner result files (JSONL) as runs, one run per file, each all or nothing."),
     "export": ("toolkit.cli.results:export_cmd", "Write a run as reference-format JSONL plus <out>.summary.json."),
     "summary": ("toolkit.cli.results:summary_cmd",
                 "Reference summaries: means and 95% bootstrap intervals per benchmark and overall."),

@@ -27,7 +27,7 @@ from toolkit.summary import SummaryOptions, summarize
 @dataset_option
 def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, as_samples: bool, store_dir: str | None,
                dataset_path: str | None) -> None:
-    """Import reference-runner result files (JSONL) as runs, one store commit per file.
+    """Import reference-runner result files (JSONL) as runs, one run per file, each all or nothing.
 
     FILES: files, a directory (its *.jsonl) or a quoted glob; each run is named after its file."""
     from pathlib import Path

@@ -3,8 +3,8 @@
 An import streams: a file is read and checked line by line (``toolkit.reference._stream``) and its rows go
 to the store a chunk at a time, all under one write id that stays invisible until the run's single runs
 commit; a file with a bad row anywhere (its last line, say) ends with no runs commit and its rows swept.
-A bulk import puts the rows of several small files into one data commit per table, and still gives each
-file its own runs commit (a bad file is refused alone; the others' runs stand).
+A bulk import puts the rows of several small files into one data commit per table, and the new runs they
+make into one runs commit (a bad file is refused alone, before it: the others' runs stand).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import glob
 import json
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ follow_commits()  # registered `bedside db` files follow this process's commits
 store_scores()  # each commit stores its run's score tables with its rows
 
 CHUNK_BYTES = 32 * MiB  # lines of a file held as rows before they go to the store in one data commit
-BATCH_FILES = 50  # small files whose rows share one data commit per table (each keeps its own runs commit)
+BATCH_FILES = 100  # small files whose rows share one data commit per table (and new runs one runs commit)
 
 
 @dataclass(frozen=True)
@@ -150,33 +151,61 @@ class _Importer:
         self.ready_bytes = 0
         self.results: list[Any] = []
         self.dataset_written = False
+        self.committer: ThreadPoolExecutor | None = None
+        self.flying: tuple[list[_Ready], Future] | None = None  # the batch being committed
 
     def run(self, jobs: list[tuple[Path, str | None]]) -> list[ImportReport | BaseException]:
         self.results = [None] * len(jobs)
-        try:
-            for index, (path, given) in enumerate(jobs):
+        # The next files are read while the last batch commits, in a thread: its Parquet encoding, scoring and
+        # Delta writes leave the interpreter free much of the time. One batch in flight, in file order.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bedside-import") as self.committer:
+            try:
+                for index, (path, given) in enumerate(jobs):
+                    try:
+                        run_id = _run_id(self.store, path, given)
+                    except StoreError as error:
+                        self.results[index] = error
+                        continue
+                    if run_id in self._run_ids():  # two files, one run id: in file order, the first committed
+                        self._flush()
+                        self._drain()
+                    try:
+                        ready = self._read(index, path, run_id)
+                    except _FAILURES as error:
+                        self.results[index] = error
+                        continue
+                    self.ready.append(ready)
+                    self.ready_bytes += ready.rows.buffered_bytes
+                    if self.ready_bytes >= self.chunk_bytes or len(self.ready) >= BATCH_FILES:
+                        self._flush()
+                self._flush()
+                self._drain()
+            finally:  # an interrupt or an out-of-memory error: no run half-made, no lock kept
                 try:
-                    run_id = _run_id(self.store, path, given)
-                except StoreError as error:
-                    self.results[index] = error
-                    continue
-                if any(r.rows.run_id == run_id for r in self.ready):  # two files, one run id: in file order
-                    self._flush()
-                try:
-                    ready = self._read(index, path, run_id)
-                except _FAILURES as error:
-                    self.results[index] = error
-                    continue
-                self.ready.append(ready)
-                self.ready_bytes += ready.rows.buffered_bytes
-                if self.ready_bytes >= self.chunk_bytes or len(self.ready) >= BATCH_FILES:
-                    self._flush()
-            self._flush()
-        finally:  # an interrupt or an out-of-memory error: no run half-made, no lock kept
-            for ready in self.ready:
-                ready.pending.abandon()
-                ready.lock.close()
+                    self._drain()  # the batch in flight ends as it would: committed, or its rows swept
+                finally:
+                    for ready in self.ready:
+                        ready.pending.abandon()
+                        ready.lock.close()
         return self.results
+
+    def _run_ids(self) -> set[str]:
+        """The runs of the files read and not yet committed (buffered or in flight)."""
+        flying = self.flying[0] if self.flying is not None else []
+        return {r.rows.run_id for r in [*self.ready, *flying]}
+
+    def _flush(self) -> None:
+        """Commit the ready files' rows in the committer thread, once the batch before them is committed."""
+        batch, self.ready, self.ready_bytes = self.ready, [], 0
+        self._drain()
+        if batch:
+            self.flying = (batch, self.committer.submit(self._commit, batch))
+
+    def _drain(self) -> None:
+        """Wait for the batch in flight (its error, an out-of-memory one say, raised here)."""
+        if self.flying is not None:
+            future, self.flying = self.flying[1], None
+            future.result()
 
     def _begin(self, run_id: str, lock: ExitStack) -> tuple[Any, StoreError | None]:
         """Lock the run and begin its write; (None, the reason) when it cannot be written (another writer,
@@ -221,9 +250,8 @@ class _Importer:
             lock.close()
             raise
 
-    def _flush(self) -> None:
-        """The buffered rows of the ready files in one data commit per table, then each file's runs commit."""
-        ready, self.ready, self.ready_bytes = self.ready, [], 0
+    def _commit(self, ready: list[_Ready]) -> None:
+        """The files' rows in one data commit per table, then their runs commits (the new runs' in one)."""
         try:
             try:
                 check_scores([r.rows for r in ready], self.dataset.rubric_items)
@@ -233,7 +261,12 @@ class _Importer:
                     self.results[r.index] = error
                     r.pending.abandon()
                 return
+            new = [r for r in ready if r.pending.current is None]
+            if len(new) > 1:
+                self._finish_new(new)
             for r in ready:
+                if self.results[r.index] is not None:  # made in the new runs' commit (or refused with them)
+                    continue
                 try:
                     self.results[r.index] = self._finish(r)
                 except _FAILURES as error:
@@ -250,7 +283,35 @@ class _Importer:
                 r.lock.close()
         compact_runs_table(self.store)  # a runs commit a file: a bulk import keeps the table (read each commit) small
 
+    def _finish_new(self, ready: list[_Ready]) -> None:
+        """New runs in ONE runs commit (their scores computed together): each file a run, all or none."""
+        made = [self._run_row(r) for r in ready]
+        try:
+            self._write_dataset()
+            self.store.commit_new_runs([(r.pending, run_row, step) for r, (run_row, step) in zip(ready, made)])
+        except _FAILURES as error:  # a full disk, say: none of these files became a run
+            for r in ready:
+                self.results[r.index] = error
+                r.pending.abandon()
+            return
+        for r in ready:
+            self.results[r.index] = _report(r.rows)
+
     def _finish(self, ready: _Ready) -> ImportReport:
+        run_row, step = self._run_row(ready)
+        self._write_dataset()
+        # The runs commit: the file's rows (in as many data commits as it took) become the run, a replace
+        # swapping the old rows out in that same commit; a failure before it leaves the old run as it was.
+        ready.pending.commit(run_row, step, replace=self.replace)
+        return _report(ready.rows)
+
+    def _write_dataset(self) -> None:
+        if not self.dataset_written:
+            self.store.write_dataset(self.dataset)
+            self.dataset_written = True
+
+    def _run_row(self, ready: _Ready) -> tuple[dict, dict]:
+        """The runs row of the file's run and the step its commit records."""
         rows, path = ready.rows, ready.rows.path
         settings = {"rows": rows.rows, "skipped_rows": rows.rows - rows.kept,
                     "dataset": str(Path(self.dataset.source).resolve())}  # names the digest in reports
@@ -263,11 +324,9 @@ class _Importer:
         }
         step = {"at": run_row["created_at"], "kind": "import", "source_file": str(path), "replace": self.replace,
                 "settings": settings}
-        if not self.dataset_written:
-            self.store.write_dataset(self.dataset)
-            self.dataset_written = True
-        # The runs commit: the file's rows (in as many data commits as it took) become the run, a replace
-        # swapping the old rows out in that same commit; a failure before it leaves the old run as it was.
-        ready.pending.commit(run_row, step, replace=self.replace)
-        return ImportReport(rows.run_id, rows.rows, len(rows.completed), rows.error_rows, rows.rows - rows.kept,
-                            [Disagreement(*d) for d in rows.disagreements])
+        return run_row, step
+
+
+def _report(rows: FileRows) -> ImportReport:
+    return ImportReport(rows.run_id, rows.rows, len(rows.completed), rows.error_rows, rows.rows - rows.kept,
+                        [Disagreement(*d) for d in rows.disagreements])

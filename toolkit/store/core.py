@@ -209,14 +209,15 @@ class Store:
             raise StoreError(f"{self.root}: the store kept changing while {table} was read; try again")
         return data.select(wanted).cast(out_types)
 
-    def read_writes(self, table: str, run_id: str, write_ids: set[str],
+    def read_writes(self, table: str, writes_of: dict[str, set[str]],
                     columns: list[str] | None = None) -> pl.DataFrame:
-        """The run's rows of ``table`` (or ``columns`` of it) written by ``write_ids`` at the table's latest
-        version, visible or not yet: what a commit in progress will show (``Transaction.read``)."""
+        """The rows of ``table`` (or ``columns`` of it) of each run written by its write ids (``writes_of``: run
+        id -> write ids) at the table's latest version, visible or not yet: what commits in progress will
+        show (``Transaction.read``), in one read for several runs."""
         path = self._path(table)
         loaded = delta.actions_as_of(path, None)
-        part = _part(run_id)
-        found = [] if loaded is None else delta.files_of(loaded, path, {part}, {part: set(write_ids)})
+        live = {_part(run_id): set(ids) for run_id, ids in writes_of.items()}
+        found = [] if loaded is None else delta.files_of(loaded, path, set(live), live)
         return parquet.read_files([f for f, _, _ in found], table, columns or STORED[table].names)
 
     def unscored(self, run_ids: list[str] | None = None, table: str | None = None) -> list[str]:
@@ -232,11 +233,9 @@ class Store:
                 out.append(run_id)
         return out
 
-    @staticmethod
-    def score_with(scorer: transaction.Scorer) -> None:
-        """Have ``scorer`` compute the score rows of every commit of this process (``transaction.Scorer``):
-        the layer that knows the arithmetic registers it; the store only stores what it returns."""
-        transaction.score_with(scorer)
+    # score_with(scorer): have ``scorer`` compute the score rows of every commit of this process
+    # (``transaction.Scorer``): the layer that knows the arithmetic registers it; the store stores what it returns.
+    score_with = staticmethod(transaction.score_with)
 
     def prefetch(self, tables: tuple[str, ...] = tuple(TABLES)) -> None:
         """Read the transaction logs of these tables (default: all) now, so that the reads that follow in
@@ -305,11 +304,9 @@ class Store:
     def _lock_file(self, run_id: str) -> Path:  # an object store's lock is a table delta-rs URL-decodes: no '%'
         return self.root / ".locks" / f"{_part(run_id) if self.is_remote else safe_segment(run_id)}.lock"
 
-    @staticmethod
-    def subscribe(callback: commits.Subscriber) -> None:
-        """Call ``callback(store, version)`` after each successful commit of any store of this process (a
-        run's commit, removal, rename, compaction); the store knows nothing of what it does."""
-        commits.subscribe(callback)
+    # subscribe(callback): call ``callback(store, version)`` after each successful commit of any store of this
+    # process (a run's commit, removal, rename, compaction); the store knows nothing of what it does.
+    subscribe = staticmethod(commits.subscribe)
 
     def batch(self, every_s: float | None = None):
         """A block of many commits: subscribers are told at most every ``every_s`` seconds (None: not while
@@ -344,9 +341,10 @@ class Store:
         invisible), then ``commit`` (ONE runs commit) or ``abandon`` (``toolkit.store.transaction``)."""
         return transaction.begin(self, run_id, write_id)
 
-    def add_rows(self, batch: list[tuple[transaction.Transaction, dict[str, Any]]]) -> None:
-        """The rows of several transactions (runs) in one data commit per table; nothing becomes visible."""
-        transaction.add_rows(batch)
+    # Several runs at once (a bulk import): their rows in one data commit per table, nothing visible; then
+    # new runs in ONE runs commit, all or none (``toolkit.store.transaction``).
+    add_rows = staticmethod(transaction.add_rows)
+    commit_new_runs = staticmethod(transaction.commit_new_runs)
 
     def commit_run(self, run_id: str, rows: dict[str, pa.Table | list[dict]] | None = None,
                    run_row: dict[str, Any] | None = None, *, step: dict[str, Any] | None = None,

@@ -11,7 +11,8 @@ A transaction holds the run's lock from ``begin`` until it commits or is abandon
 A given write id (a journal's tag) may be a replay after a crash: its first data commit of each table is an
 ``overwrite ... where write_id = W``, so replaying never duplicates a row. Several runs' transactions may
 share one data commit per table (``add_rows``: a bulk import of small files); each still becomes visible
-only through its own runs commit. Subscribers (``commits``) are told after each runs commit.
+only through a runs commit: its own, or one that makes several new runs at once (``commit_new_runs``, all or
+none). Subscribers (``commits``) are told after each runs commit.
 
 Scores are data too: before its runs commit a transaction asks the registered scorer (``score_with``; the
 store itself knows no arithmetic) for the score rows of the whole run as the commit will show it, and adds
@@ -30,22 +31,24 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
 
-from toolkit.store import commits, delta, live as writes
+from toolkit.store import commits, delta, live as writes, rows as run_rows
 from toolkit.store.delta import PART, RUN_DATA, SCORES, WRITE_ID
 from toolkit.store.disk import SLACK, NoSpace, room
-from toolkit.store.paths import StoreError, new_run_id, normal_run_id, now_iso, part_of
+from toolkit.store.paths import StoreError, new_run_id, now_iso, part_of
 from toolkit.store.sweep import free_files, remove_tree, sweep
-from toolkit.tables import FILLED, STORED, TABLES, constant, to_arrow
+from toolkit.store.rows import Rows
+from toolkit.tables import TABLES, constant, to_arrow
 
 if TYPE_CHECKING:
     import polars as pl
 
     from toolkit.store.core import Store
 
-Rows = dict[str, "pa.Table | list[dict]"]  # run table -> its rows
-# (transaction, the runs row it commits) -> the run's score rows by score table; None: none to store.
-# ``Transaction.read`` gives the run's rows as the commit will show them. Raising: the run is stored unscored.
-Scorer = Callable[["Transaction", dict], "Rows | None"]
+# [(transaction, the runs row it commits)] -> each run's score rows by score table (None: none to store), in
+# one computation for runs committed together. ``Transaction.read`` gives a run's rows as its commit will show
+# them (``read_together``: several runs' in one read). Raising: the runs are scored one by one, and a run
+# whose scoring raises is stored unscored.
+Scorer = Callable[[list[tuple["Transaction", dict]]], "list[Rows | None]"]
 _SCORERS: list[Scorer] = []
 
 
@@ -71,7 +74,7 @@ class Transaction:
 
     def read(self, table: str, columns: list[str] | None = None) -> "pl.DataFrame":
         """The run's rows of a data table (or ``columns`` of it) as this commit will show them (for the scorer)."""
-        return self.store.read_writes(table, self.run_id, self.showing, columns)
+        return read_together([self], table, columns)
 
     def add(self, rows: Rows) -> None:
         """Data commits, one per table, of ``rows``; nothing becomes visible."""
@@ -88,7 +91,7 @@ class Transaction:
         keep = self.current is not None and not replace and self.renaming is None
         live = writes.parse(self.current["write_ids"]) if keep else {}
         row = _next_row(self.current, run_row, replace)
-        self._score(row, live)
+        _score([(self, row, live)])
         if self.wrote:
             live = writes.add({k: v for k, v in live.items() if k != self.write_id}, self.write_id, self.rows)
         live = {**writes.without_scores({k: v for k, v in live.items() if k != self.write_id}),
@@ -111,22 +114,6 @@ class Transaction:
             self.lock.close()
             commits.committed(self.store)
         return self.write_id
-
-    def _score(self, row: dict[str, Any], live: writes.Writes) -> None:
-        """Add the score rows of the run as this commit will show it (``Scorer``), if a scorer is registered."""
-        if not _SCORERS:
-            return
-        self.showing = set(live) | ({self.write_id} if self.wrote else set())
-        try:
-            rows = _SCORERS[0](self, row)
-        except StoreError:  # the store itself failed (a damaged file, a full disk): so does the commit
-            raise
-        except Exception:  # noqa: BLE001 - rows it cannot score (decisions outside the rubric) are stored
-            rows = None     # unscored: readers compute the scores and say what is wrong
-        finally:
-            self.showing = set()
-        if rows:
-            self.add(rows)
 
     def remove(self) -> None:
         """ONE runs commit removing the run (it stops being one), then its rows are swept and their files
@@ -231,27 +218,26 @@ def add_rows(batch: list[tuple[Transaction, Rows]]) -> None:
     """Data commits, one per table, of the rows of each transaction (rows: by run table, Arrow tables or
     row dicts); nothing becomes visible. StoreError (one line) for a value that does not fit, before any
     commit."""
-    tables: dict[str, list[pa.Table]] = {}
+    untagged: dict[str, list[tuple[pa.Table, str, str]]] = {}  # table -> (rows, write id, part) of each run
     replays: list[tuple[Transaction, str, pa.Table]] = []
     counted = []
     for txn, rows in batch:
         txn._open()
         seg = part_of(txn.run_id)
-        frames = _frames(txn.run_id, rows)
+        frames = run_rows.frames(txn.run_id, rows)
         counted.append((txn, writes.counts(frames)))
         for table, frame in frames.items():
-            frame = frame.append_column(WRITE_ID, constant(txn.write_id, frame.num_rows, pa.string()))
-            frame = frame.append_column(PART, constant(seg, frame.num_rows, pa.string()))
             if txn.replay and table not in txn.rows:  # a replay's rows replace those it committed before
-                replays.append((txn, table, frame))
+                replays.append((txn, table, run_rows.tagged([(frame, txn.write_id, seg)])))
             else:
-                tables.setdefault(table, []).append(frame)
-    if any(frame.num_rows for frames in tables.values() for frame in frames) or replays:
+                untagged.setdefault(table, []).append((frame, txn.write_id, seg))
+    tables = {table: run_rows.tagged(parts) for table, parts in untagged.items()}
+    if any(frame.num_rows for frame in tables.values()) or replays:
         store = batch[0][0].store
         store._writable()  # claims the folder: not for a batch with no row (a file refused at its end)
         # Every table's commit checked at once, with a commit's slack for each score table and the runs row
         # after them: none may land (invisible, but on disk) when a later one cannot fit. Arrow sizes bound Parquet.
-        need = sum(f.nbytes for frames in tables.values() for f in frames) + sum(f.nbytes for _, _, f in replays)
+        need = sum(f.nbytes for f in tables.values()) + sum(f.nbytes for _, _, f in replays)
         room(store.root, need + SLACK * (len(tables) + len(replays) + len(SCORES) + 1))
     for txn, table, frame in replays:
         delta.overwrite(txn.store._path(table), table, frame,
@@ -260,7 +246,7 @@ def add_rows(batch: list[tuple[Transaction, Rows]]) -> None:
         store = batch[0][0].store
         for table in RUN_DATA:
             if table in tables:
-                delta.append(store._path(table), table, pa.concat_tables(tables[table]))
+                delta.append(store._path(table), table, tables[table])
     for txn, rows in counted:
         txn.wrote = txn.wrote or bool(rows)
         for table, n in rows.items():
@@ -279,6 +265,66 @@ def commit_run(store: "Store", run_id: str, rows: Rows | None = None, run_row: d
         txn.lock.close()  # a failed one leaves its rows invisible: the run's next replace or compaction sweeps them
 
 
+def commit_new_runs(batch: list[tuple[Transaction, dict[str, Any], dict[str, Any] | None]]) -> None:
+    """ONE runs commit making several new runs part of the store, each from its own transaction (begun on a
+    run that does not exist, its rows added): ``(transaction, its runs row, its step)``. Their scores are
+    computed together and stored in one data commit per score table. All or none: on an error no run is
+    made and the transactions stay open (abandon them)."""
+    if not batch:
+        return
+    store = batch[0][0].store
+    for txn, _, _ in batch:
+        txn._open()
+        if txn.current is not None or txn.renaming is not None or txn.store is not store:
+            raise StoreError(f"run {txn.run_id!r}: commit_new_runs makes new runs of one store only")
+    rows = [_next_row(None, run_row, False) for _, run_row, _ in batch]
+    _score([(txn, row, {}) for (txn, _, _), row in zip(batch, rows)])
+    data = [_runs_row(txn.run_id, None, row, step, writes.add({}, txn.write_id, txn.rows) if txn.wrote else {})
+            for (txn, _, step), row in zip(batch, rows)]
+    for txn, _, _ in batch:
+        txn._confirm()
+    delta.append(store._path("runs"), "runs", pa.concat_tables(data))  # new runs under their locks: no scan
+    for txn, _, _ in batch:
+        txn.done = True
+        txn.lock.close()
+    commits.committed(store)
+
+
+def read_together(txns: list[Transaction], table: str, columns: list[str] | None = None) -> "pl.DataFrame":
+    """The rows of a data table (or ``columns`` of it) of several runs as their commits will show them, in one
+    read (for the scorer)."""
+    return txns[0].store.read_writes(table, {t.run_id: t.showing for t in txns}, columns)
+
+
+def _score(items: list[tuple[Transaction, dict[str, Any], writes.Writes]]) -> None:
+    """Add the score rows of each run as its commit will show it (``Scorer``: one computation for all, one data
+    commit per score table), if a scorer is registered. ``items``: (transaction, its runs row, the live
+    writes the commit keeps)."""
+    if not _SCORERS:
+        return
+    for txn, _, live in items:
+        txn.showing = set(live) | ({txn.write_id} if txn.wrote else set())
+    try:
+        scored = _scores([(txn, row) for txn, row, _ in items])
+    finally:
+        for txn, _, _ in items:
+            txn.showing = set()
+    adding = [(txn, rows) for (txn, _, _), rows in zip(items, scored) if rows]
+    if adding:
+        add_rows(adding)
+
+
+def _scores(pairs: list[tuple[Transaction, dict[str, Any]]]) -> list["Rows | None"]:
+    try:
+        return _SCORERS[0](pairs)
+    except StoreError:  # the store itself failed (a damaged file, a full disk): so does the commit
+        raise
+    except Exception:  # noqa: BLE001 - a run it cannot score (decisions outside the rubric) is stored
+        if len(pairs) == 1:  # unscored: readers compute its scores and say what is wrong
+            return [None]
+        return [rows for pair in pairs for rows in _scores([pair])]
+
+
 def _next_row(current: dict[str, Any] | None, run_row: dict[str, Any] | None, replace: bool) -> dict[str, Any]:
     """The runs row's columns as a commit sets them (before its steps, time and write ids)."""
     base = {} if current is None else {c: current[c] for c in TABLES["runs"].names}
@@ -288,8 +334,9 @@ def _next_row(current: dict[str, Any] | None, run_row: dict[str, Any] | None, re
     return row
 
 
-def _commit_row(store: "Store", run_id: str, current: dict[str, Any] | None, row: dict[str, Any],
-                step: dict[str, Any] | None, live: writes.Writes, drop: str | None) -> None:
+def _runs_row(run_id: str, current: dict[str, Any] | None, row: dict[str, Any], step: dict[str, Any] | None,
+              live: writes.Writes) -> pa.Table:
+    """The run's ``runs`` row as a commit writes it: ``row`` with its steps, time, live writes and part."""
     row = dict(row)
     steps = json.loads((current or {}).get("steps") or "[]")
     if step is not None:
@@ -297,8 +344,13 @@ def _commit_row(store: "Store", run_id: str, current: dict[str, Any] | None, row
     row.update(run_id=run_id, steps=json.dumps(steps), updated_at=now_iso(), write_ids=writes.dump(live))
     row.setdefault("created_at", row["updated_at"])
     data = to_arrow("runs", [row])
+    return data.append_column(PART, constant(part_of(run_id), 1, pa.string()))
+
+
+def _commit_row(store: "Store", run_id: str, current: dict[str, Any] | None, row: dict[str, Any],
+                step: dict[str, Any] | None, live: writes.Writes, drop: str | None) -> None:
+    data = _runs_row(run_id, current, row, step, live)
     seg = part_of(run_id)
-    data = data.append_column(PART, constant(seg, 1, pa.string()))
     if current is None and drop is None:  # a new run, under its lock: no row to replace, no predicate scan
         delta.append(store._path("runs"), "runs", data)
         return
@@ -315,48 +367,3 @@ def _has_rows(store: "Store", run_id: str) -> bool:
         if latest is not None and delta.files_of(delta.actions_at(path, latest), path, {seg}, None):
             return True
     return False
-
-
-def _filled(table: str, frame: pa.Table) -> pa.Table:
-    """``frame`` with the table's ``FILLED`` columns it leaves out, or leaves null, at their old value (rows of
-    writers that know nothing of answer samples are sample 0)."""
-    import pyarrow.compute  # noqa: F401  (a write path)
-
-    for name, value in FILLED.items():
-        if name not in STORED[table].names:
-            continue
-        kind = STORED[table].schema.field(name).type
-        if name not in frame.column_names:
-            frame = frame.append_column(name, constant(value, frame.num_rows, kind))
-        elif frame.column(name).null_count:
-            frame = frame.set_column(frame.schema.get_field_index(name), name,
-                                     pa.compute.coalesce(frame.column(name).cast(kind),
-                                                         constant(value, frame.num_rows, kind)))
-    return frame
-
-
-def _frames(run_id: str, rows: Rows) -> dict[str, pa.Table]:
-    """The run tables' rows as Arrow tables of their schemas; StoreError (one line) for a value that does not
-    fit (a number where text belongs, a lone surrogate, ...), before any commit."""
-    out = {}
-    for table, data in rows.items():
-        if table not in RUN_DATA:
-            raise StoreError(f"{table} is not a run data table")
-        try:
-            frame = _filled(table, data if isinstance(data, pa.Table) else to_arrow(table, data))
-            frame = frame.select(STORED[table].schema.names).cast(STORED[table].schema)
-            given = frame.column("run_id").unique().to_pylist()
-            if given and given != [run_id] and {normal_run_id(g) for g in given} == {normal_run_id(run_id)}:
-                frame = frame.set_column(frame.schema.get_field_index("run_id"), "run_id",
-                                         constant(run_id, frame.num_rows, pa.string()))  # one spelling
-            elif frame.num_rows and given != [run_id]:
-                raise StoreError(f"{table} rows for run {run_id!r} name another run")
-            import pyarrow.compute  # noqa: F401  (a write path: read commands never import it)
-
-            pa.compute.utf8_length(frame.column("run_id"))  # validates the text columns' UTF-8 below too
-            frame.validate(full=True)
-        except (pa.ArrowException, ValueError, TypeError, OverflowError) as error:
-            raise StoreError(f"run {run_id!r}: {table}: cannot store a value: {str(error).splitlines()[0][:200]}") from None
-        if frame.num_rows:
-            out[table] = frame
-    return out
