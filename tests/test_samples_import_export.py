@@ -127,3 +127,23 @@ def test_one_file_given_twice_is_refused_not_taken_for_two_samples(tmp_path: Pat
         with pytest.raises(ValueError, match="given twice"):
             import_samples(store, paths, dataset, "r")
     assert store.run_ids() == [] and store.read("answers").height == 0
+
+
+def test_samples_that_cover_different_cases_are_told(tmp_path: Path, bench) -> None:
+    # A case answered in one file only has one answer where others have three: its score averages fewer
+    # answers, and worst-at-k counts it only up to k = 1. The import says so instead of passing it silently.
+    bench_dir, dataset = bench
+    files = _files(tmp_path / "in", dataset)
+    lines = files[1].read_text().splitlines(keepends=True)
+    dropped = sorted({json.loads(l)["case_id"] for l in lines})[:10]
+    files[1].write_text("".join(l for l in lines if json.loads(l)["case_id"] not in dropped))
+    completed = [{json.loads(l)["case_id"] for l in f.read_text().splitlines() if "score" in json.loads(l)}
+                 for f in files]
+    union, every = set().union(*completed), set.intersection(*completed)
+    done = _import(tmp_path / "st", bench_dir, files)
+    assert done.returncode == 0, done.stderr
+    warnings = [l for l in done.stderr.splitlines() if "completed in every file" in l]
+    assert warnings == [f"warning: run 'r': {len(every)} of {len(union)} cases completed in every file; the others "
+                        f"have fewer answers (completed per file: {', '.join(str(len(c)) for c in completed)}): "
+                        "a case's score is the mean of its answers, and worst-at-k and pass^k at k count only "
+                        "cases with k answers"], done.stderr

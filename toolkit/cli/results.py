@@ -71,6 +71,8 @@ def _print_report(report, file) -> None:
     say(f"imported {report.run_id}: {report.rows} rows, {report.completed_cases} completed cases, "
                f"{report.error_rows} error rows" + (f", {report.skipped_rows} rows of cases outside the dataset skipped"
                                                     if report.skipped_rows else ""))
+    for warning in report.warnings:
+        say(f"warning: {warning}", err=True)
     for d in report.disagreements:
         say(f"warning: {d.file or file}:{d.line}: case {d.case_id}: file score {d.file_score!r} "
                    f"but the rubric gives {d.recomputed!r}", err=True)

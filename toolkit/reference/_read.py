@@ -52,6 +52,7 @@ class ImportReport:
     error_rows: int
     skipped_rows: int  # rows of cases outside the dataset (the reference ignores them too)
     disagreements: list[Disagreement] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()  # what the numbers of the run rest on that a reader should know
 
 
 @dataclass(frozen=True)

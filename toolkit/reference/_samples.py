@@ -112,7 +112,18 @@ def import_samples(store: Store, paths: list[str | Path], dataset: Dataset, run_
     completed = set.intersection(*(f.completed for f in files))
     return ImportReport(run_id, sum(f.rows for f in files), len(completed), sum(f.error_rows for f in files),
                         sum(f.rows - f.kept for f in files),
-                        [Disagreement(*d, file=f.path) for f in files for d in f.disagreements])
+                        [Disagreement(*d, file=f.path) for f in files for d in f.disagreements],
+                        _coverage(run_id, [f.completed for f in files]))
+
+
+def _coverage(run_id: str, completed: list[set[str]]) -> tuple[str, ...]:
+    """A warning when the files completed different cases: those cases have fewer answers than the others."""
+    every, union = set.intersection(*completed), set().union(*completed)
+    if every == union:
+        return ()
+    return (f"run {run_id!r}: {len(every)} of {len(union)} cases completed in every file; the others have fewer "
+            f"answers (completed per file: {', '.join(str(len(c)) for c in completed)}): a case's score is the "
+            "mean of its answers, and worst-at-k and pass^k at k count only cases with k answers",)
 
 
 def sample_path(out: Path, sample: int) -> Path:
