@@ -54,13 +54,13 @@ def _missing(message: str) -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="module")
-def s3_server() -> Iterator[S3Server]:
+def _serve(extra_env: dict[str, str] | None = None) -> Iterator[S3Server]:
     if importlib.util.find_spec("moto") is None or importlib.util.find_spec("flask") is None:
         _missing("moto[server] is not installed: no S3 server on loopback")
     port = _free_port()
     process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, **(extra_env or {})})
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -79,6 +79,34 @@ def s3_server() -> Iterator[S3Server]:
             process.wait(10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+@pytest.fixture(scope="module")
+def s3_server() -> Iterator[S3Server]:
+    yield from _serve()
+
+
+# Requests the server answers before it checks credentials: those that make the IAM user, its key and policy.
+_SETUP_REQUESTS = 4
+
+
+@pytest.fixture(scope="module")
+def s3_server_checking_keys() -> Iterator[tuple[S3Server, dict[str, str]]]:
+    """A server that refuses requests not signed with a key of its IAM user (moto's IAM checks, on after the
+    set-up), with that user's key: (server, {"id": ..., "secret": ...})."""
+    import json
+
+    for server in _serve({"INITIAL_NO_AUTH_ACTION_COUNT": str(_SETUP_REQUESTS)}):
+        import boto3
+
+        iam = boto3.client("iam", endpoint_url=server.endpoint, region_name="us-east-1",
+                           aws_access_key_id="setup", aws_secret_access_key="setup")
+        iam.create_user(UserName="team")
+        key = iam.create_access_key(UserName="team")["AccessKey"]
+        policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+        arn = iam.create_policy(PolicyName="all", PolicyDocument=json.dumps(policy))["Policy"]["Arn"]
+        iam.attach_user_policy(UserName="team", PolicyArn=arn)
+        yield server, {"id": key["AccessKeyId"], "secret": key["SecretAccessKey"]}
 
 
 @pytest.fixture

@@ -99,13 +99,15 @@ def s3_statements() -> list[str]:
     """The DuckDB statements that let a connection read this environment's S3 store (``toolkit.store.location``):
     httpfs loaded, never installed (no download at run time), and a temporary secret of the AWS settings (not
     written into the file: whoever opens it brings their own, ``CREATE SECRET (TYPE s3, ...)``)."""
-    from toolkit.store.location import endpoint, storage_options
+    from toolkit.store.location import credentials, endpoint, storage_options
 
     settings = {"TYPE": "s3"}
+    keys = {**{n: os.environ[n] for n in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+               if os.environ.get(n)}, **credentials()}
     for key, name in (("KEY_ID", "AWS_ACCESS_KEY_ID"), ("SECRET", "AWS_SECRET_ACCESS_KEY"),
                       ("SESSION_TOKEN", "AWS_SESSION_TOKEN")):
-        if os.environ.get(name):
-            settings[key] = os.environ[name]
+        if keys.get(name):
+            settings[key] = keys[name]
     if "KEY_ID" not in settings:
         settings["PROVIDER"] = "credential_chain"
     region = storage_options().get("AWS_REGION")

@@ -3,9 +3,9 @@
 An object-store root is an ``ObjectPath``: the few ``Path`` operations the store uses (``/``, ``name``,
 ``parent``, ``exists``, ``is_dir``, ``iterdir``, ``stat``, ``read_bytes``, ``write_bytes``, ``unlink``)
 done through ``pyarrow.fs.S3FileSystem``; Delta tables under it are opened by deltalake with
-``storage_options``. Both take their settings from the standard AWS environment (and profile, through the
-AWS SDK's default chain): ``AWS_ENDPOINT_URL`` (an S3-compatible store such as MinIO or Ceph),
-``AWS_REGION``, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN`` or ``AWS_PROFILE``,
+``storage_options``. Both take their settings from the standard AWS environment: ``AWS_ENDPOINT_URL`` (an
+S3-compatible store such as MinIO or Ceph), ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/
+``AWS_SESSION_TOKEN`` or ``AWS_PROFILE`` (resolved here by botocore: delta-rs reads no profile),
 ``AWS_ALLOW_HTTP=true`` for a plain-http endpoint. An ``ObjectPath`` has no ``__fspath__``: a local-only
 call on it fails loudly instead of making a folder named ``s3:``.
 
@@ -88,10 +88,41 @@ def check_settings(url: str) -> None:
         raise StoreError(f"{url}: AWS_ENDPOINT_URL {found} is plain http; set AWS_ALLOW_HTTP=true to use it")
 
 
+@lru_cache(maxsize=4)
+def _profile_keys(profile: str) -> tuple[tuple[str, str], ...]:
+    try:
+        import botocore.exceptions
+        import botocore.session
+    except ImportError:
+        raise StoreError(f"AWS_PROFILE={profile}: reading an AWS profile needs botocore (pip install "
+                         f"'bedside[s3]'), or export its keys: eval \"$(aws configure export-credentials "
+                         f"--profile {profile} --format env)\"") from None
+    try:
+        found = botocore.session.Session(profile=profile).get_credentials()
+        keys = found.get_frozen_credentials() if found is not None else None
+    except botocore.exceptions.BotoCoreError as error:
+        raise StoreError(f"AWS_PROFILE={profile}: {error}") from None
+    if keys is None or not keys.access_key:
+        raise StoreError(f"AWS_PROFILE={profile}: the profile gives no credentials")
+    pairs = [("AWS_ACCESS_KEY_ID", keys.access_key), ("AWS_SECRET_ACCESS_KEY", keys.secret_key)]
+    return tuple(pairs + ([("AWS_SESSION_TOKEN", keys.token)] if keys.token else []))
+
+
+def credentials() -> dict[str, str]:
+    """The keys of the profile the environment names (``AWS_PROFILE``, no keys set): delta-rs reads no profile,
+    so it is resolved here as the AWS CLI would (botocore: static keys, a role, SSO, a credential process).
+    {} when the environment holds keys or names no profile: each client's default chain then applies.
+    StoreError (one line) for a profile that gives no keys."""
+    profile = _env("AWS_PROFILE")
+    if not profile or _env("AWS_ACCESS_KEY_ID"):
+        return {}
+    return dict(_profile_keys(profile))
+
+
 def storage_options() -> dict[str, str]:
     """deltalake's options for an S3 store: conditional-put commits unless the user chose otherwise, and the
-    endpoint, region and http setting of the environment (credentials: the AWS SDK's default chain)."""
-    options = {"AWS_CONDITIONAL_PUT": _env("AWS_CONDITIONAL_PUT") or "etag"}
+    endpoint, region, http setting and profile of the environment (else credentials: the default chain)."""
+    options = {"AWS_CONDITIONAL_PUT": _env("AWS_CONDITIONAL_PUT") or "etag", **credentials()}
     for name in ("AWS_REGION", "AWS_S3_LOCKING_PROVIDER", "DELTA_DYNAMO_TABLE_NAME"):
         if _env(name):
             options[name] = _env(name)  # type: ignore[assignment]
@@ -128,20 +159,24 @@ def journal_root(root: "ObjectPath") -> Path:
 
 
 @lru_cache(maxsize=8)
-def _filesystem(point: str | None, region: str | None) -> Any:
+def _filesystem(point: str | None, region: str | None, keys: tuple[tuple[str, str], ...]) -> Any:
     from pyarrow import fs
 
     options: dict[str, Any] = {"region": region or "us-east-1"}
     if point:
         scheme, _, host = point.partition("://")
         options.update(endpoint_override=host.rstrip("/"), scheme=scheme or "https")
+    given = dict(keys)
+    if given:  # a profile's, resolved as delta-rs gets them
+        options.update(access_key=given["AWS_ACCESS_KEY_ID"], secret_key=given["AWS_SECRET_ACCESS_KEY"],
+                       session_token=given.get("AWS_SESSION_TOKEN"))
     return fs.S3FileSystem(**options)
 
 
 def filesystem() -> Any:
     """The pyarrow S3 file system of the environment's settings (one per setting, shared)."""
     with _FS_GUARD:
-        return _filesystem(endpoint(), _env("AWS_REGION", "AWS_DEFAULT_REGION"))
+        return _filesystem(endpoint(), _env("AWS_REGION", "AWS_DEFAULT_REGION"), tuple(credentials().items()))
 
 
 def first_line(error: BaseException) -> str:

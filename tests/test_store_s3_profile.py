@@ -1,0 +1,65 @@
+"""Credentials from an AWS profile (``AWS_PROFILE`` and a shared credentials file, no keys in the environment)
+reach every client of an ``s3://`` store: deltalake (which reads no profile itself), pyarrow's file system
+and the SQL read through it. Against moto's server with its IAM checks on: a request without the profile's
+key fails."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.s3_support import s3_server_checking_keys  # noqa: F401 - fixture
+from tests.test_store_s3 import _results, bedside
+
+
+@pytest.fixture
+def profile_env(s3_server_checking_keys, monkeypatch, tmp_path):  # noqa: F811 - the fixture above
+    """The environment of a user whose keys live in a profile: the endpoint and region set, no keys."""
+    server, key = s3_server_checking_keys
+    import boto3
+
+    bucket = f"team-{tmp_path.name.lower().replace('_', '-')[-40:]}"
+    boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1", aws_access_key_id=key["id"],
+                 aws_secret_access_key=key["secret"]).create_bucket(Bucket=bucket)
+    credentials = tmp_path / "credentials"
+    credentials.write_text(f"[team]\naws_access_key_id = {key['id']}\naws_secret_access_key = {key['secret']}\n")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CONDITIONAL_PUT",
+                 "AWS_S3_LOCKING_PROVIDER", "AWS_ENDPOINT_URL_S3", "BEDSIDE_STORE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {"AWS_ENDPOINT_URL": server.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+                        "AWS_EC2_METADATA_DISABLED": "true", "AWS_SHARED_CREDENTIALS_FILE": str(credentials),
+                        "AWS_CONFIG_FILE": str(tmp_path / "no-config"), "AWS_PROFILE": "team",
+                        "XDG_STATE_HOME": str(tmp_path / "state")}.items():
+        monkeypatch.setenv(name, value)
+    return f"s3://{bucket}/store"
+
+
+def test_a_profile_s_keys_reach_the_store_s_writes_and_reads(profile_env: str, tmp_path: Path, sample_dataset,
+                                                             monkeypatch) -> None:
+    store = ["--store", profile_env]
+    files = _results(tmp_path / "results", sample_dataset, ["alpha", "beta"], rows=12)
+    done = bedside(["import", str(tmp_path / "results"), *store])
+    assert done.returncode == 0, done.stderr
+    summary = bedside(["summary", "--all", "--json", "--samples", "200", *store])
+    assert summary.returncode == 0 and set(json.loads(summary.stdout)) == {"alpha", "beta"}, summary.stderr
+    sql = bedside(["sql", "SELECT run_id, count(*) AS n FROM answers GROUP BY run_id ORDER BY run_id", *store])
+    assert sql.returncode == 0 and "alpha" in sql.stdout and "beta" in sql.stdout, sql.stderr
+    local = tmp_path / "local"
+    assert bedside(["import", str(tmp_path / "results"), "--store", str(local)]).returncode == 0
+    assert json.loads(summary.stdout) == json.loads(bedside(["summary", "--all", "--json", "--samples", "200",
+                                                             "--store", str(local)]).stdout)
+    # The server checks keys: without the profile's, the same read is refused (one line, no traceback).
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "not-a-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+    refused = bedside(["runs", *store])
+    assert refused.returncode != 0 and refused.stderr.count("\n") == 1, refused.stderr
+    assert files
+
+
+def test_a_profile_that_is_not_there_is_one_line(profile_env: str, monkeypatch) -> None:
+    monkeypatch.setenv("AWS_PROFILE", "nobody")
+    done = bedside(["runs", "--store", profile_env])
+    assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
+    assert "AWS_PROFILE=nobody" in done.stderr and "nobody" in done.stderr.split("AWS_PROFILE=nobody", 1)[1]
