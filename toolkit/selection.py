@@ -9,7 +9,7 @@ import polars as pl
 
 from toolkit.scoring import PASS_KEY, case_scores, pass_scores, sample_scores, with_sample
 from toolkit.store import Store, StoreError
-from toolkit.tables import TABLES
+from toolkit.tables import TABLES, polars_schema
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,12 @@ def read_columns(table: str, texts: bool) -> list[str]:
     return [c for c in TABLES[table].names if c not in drop]
 
 
-def read_runs(store: Store, run_ids: list[str], texts: bool = True) -> RunData:
-    """The stored rows of these runs and their datasets; ``texts=False`` leaves out answer and reply texts.
+def read_runs(store: Store, run_ids: list[str], texts: bool = True, decisions: bool = True,
+              columns: dict[str, list[str]] | None = None) -> RunData:
+    """The stored rows of these runs and their datasets; ``texts=False`` leaves out answer and reply texts;
+    ``decisions=False`` leaves the decisions frame empty when every run's case scores are stored (for readers
+    of ``per_case`` under the default selection that never look at decisions; otherwise they are read);
+    ``columns``: by run table, only these columns (for a reader that knows what it looks at).
 
     A run id given twice is read once (first occurrence order). The tables are read one by one; when a
     commit landed meanwhile they are read again as of the store version the reading began at, so the
@@ -92,15 +96,17 @@ def read_runs(store: Store, run_ids: list[str], texts: bool = True) -> RunData:
     run_ids = list(dict.fromkeys(run_ids))
     store.prefetch(READ_TABLES)
     version = store.version()
-    data = _read_tables(store, run_ids, texts)
+    data = _read_tables(store, run_ids, texts, decisions, columns or {})
     if store.pinned is None and version is not None and store.version() != version:
-        data = _read_tables(Store.open(store.root, version=version), run_ids, texts)
+        data = _read_tables(Store.open(store.root, version=version), run_ids, texts, decisions, columns or {})
     return data
 
 
-def _read_tables(store: Store, run_ids: list[str], texts: bool) -> RunData:
+def _read_tables(store: Store, run_ids: list[str], texts: bool, decisions: bool,
+                 columns: dict[str, list[str]]) -> RunData:
     runs = store.read("runs", run_ids).unique("run_id", keep="last", maintain_order=True)
-    unknown = [r for r in run_ids if r not in set(runs["run_id"])]
+    found = set(runs["run_id"].to_list())
+    unknown = [r for r in run_ids if r not in found]
     if unknown:
         store.run(unknown[0])  # raises the store's clear error for an unknown run
     shas = runs["dataset_sha256"].unique().to_list()
@@ -109,10 +115,15 @@ def _read_tables(store: Store, run_ids: list[str], texts: bool) -> RunData:
         raise StoreError(f"{store.root}: dataset {missing[0]} of the selected runs is not stored")
 
     def read(table: str) -> pl.DataFrame:
-        return store.read(table, run_ids, columns=read_columns(table, texts))
+        return store.read(table, run_ids, columns=columns.get(table) or read_columns(table, texts))
 
     stored = None if store.unscored(run_ids) else store.read("case_scores", run_ids)
-    return RunData(runs, read("answers"), read("judgments"), read("decisions"),
+    if decisions or stored is None:
+        chosen = read("decisions")
+    else:
+        chosen = pl.DataFrame(schema=polars_schema("decisions", columns.get("decisions")
+                                                    or read_columns("decisions", texts)))
+    return RunData(runs, read("answers"), read("judgments"), chosen,
                    store.read("cases", keys=shas), store.read("rubric_items", keys=shas), stored)
 
 
