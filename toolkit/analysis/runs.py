@@ -17,10 +17,12 @@ def run_facts(data: RunData, selection: JudgeSelection, cases: pl.DataFrame) -> 
     """One row per run of ``data.runs``.
 
     ``judge_model`` is the judge scored (the selection's, else the run's own); ``passes`` the judge
-    passes found in its decisions (e.g. "1,2"); the case counts are ``case_coverage``'s.
+    passes found in its decisions (e.g. "1,2"; the stored pass scores say which when the decisions were not
+    read); the case counts are ``case_coverage``'s.
     """
-    _, decisions = select_judgments(data, selection)
-    passes = decisions.group_by("run_id").agg(
+    scored = data.stored_passes if data.stored_passes is not None and selection.is_stored \
+        else select_judgments(data, selection)[1]
+    passes = scored.group_by("run_id").agg(
         pl.col("judge_pass").unique().sort().cast(pl.String).str.join(",").alias("passes"))
     judge = pl.lit(selection.judge) if selection.judge is not None else pl.col("judge_model")
     return (

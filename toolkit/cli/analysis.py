@@ -176,7 +176,9 @@ def compare_cmd(runs: RunChoice, per_benchmark: bool, baseline: str | None, allo
 
     prices = load_prices(prices_file)  # a bad table stops here, before anything is read
     store = open_store(store_dir)
-    data = read_runs(store, selected_runs(store, runs, RUN_TABLES), texts=False)
+    # Under the default selection the stored scores and passes are all compare needs of the decisions.
+    data = read_runs(store, selected_runs(store, runs, RUN_TABLES), texts=False, decisions=not selection.is_stored,
+                     passes=True)
     options = CompareOptions(resamples=ResampleSettings(samples=samples, seed=seed), per_benchmark=per_benchmark,
                              allow_mixed=allow_mixed, selection=selection, baseline=baseline)
     result = compare_data(data, options)
