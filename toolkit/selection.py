@@ -79,6 +79,13 @@ def chosen_run_ids(store: Store, given: list[str]) -> list[str]:
 RUN_TABLES = ("answers", "judgments", "decisions", "case_scores")  # the run tables ``read_runs`` reads
 READ_TABLES = ("runs", *RUN_TABLES, "cases", "rubric_items")
 
+
+def run_tables(decisions: bool = True, passes: bool = False) -> tuple[str, ...]:
+    """The run tables ``read_runs(decisions=..., passes=...)`` reads of runs whose scores are stored."""
+    if decisions:
+        return RUN_TABLES
+    return ("answers", "judgments", "case_scores", *(("pass_scores",) if passes else ()))
+
 # Long text columns that scoring and summaries never look at.
 TEXT_COLUMNS = {"answers": ("answer",), "judgments": ("raw_reply", "reported_components")}
 
@@ -101,7 +108,7 @@ def read_runs(store: Store, run_ids: list[str], texts: bool = True, decisions: b
     commit landed meanwhile they are read again as of the store version the reading began at, so the
     frames always come from one commit."""
     run_ids = list(dict.fromkeys(run_ids))
-    store.prefetch(READ_TABLES)
+    store.prefetch(("runs", *run_tables(decisions, passes), "cases", "rubric_items"))
     version = store.version()
     data = _read_tables(store, run_ids, texts, decisions, columns or {}, passes)
     if store.pinned is None and version is not None and store.version() != version:

@@ -20,7 +20,7 @@ import polars as pl
 from toolkit.analysis.matrix import CaseMatrix, case_matrix
 from toolkit.analysis.paired import ResampleSettings, ResampleStream, SharedResamples
 from toolkit.analysis.paired_t import paired_t
-from toolkit.analysis.pairs import BENCHMARK_FAMILY, OVERALL, OVERALL_FAMILY, pairwise
+from toolkit.analysis.pairs import OVERALL, OVERALL_FAMILY, pairwise
 from toolkit.analysis.ranking import (MIN_CASES, competition_ranks, rank_intervals, ranking_gate, separability,
                                       tie_groups)
 
@@ -116,7 +116,7 @@ def compare_matrix(matrix: CaseMatrix, settings: ResampleSettings = ResampleSett
     rest = np.array([i for i in order.tolist() if i != reference], dtype=np.int64)
     against = np.full(rest.size, reference, dtype=np.int64)
     shown = pairwise(ranked, rest, against, per_benchmark) if baseline is not None else all_pairs
-    versus = pairwise(ranked, rest, against, True).filter(pl.col("family") == BENCHMARK_FAMILY).select(
+    versus = pairwise(ranked, rest, against, True, overall=False).select(
         pl.col("run_a").alias("run_id"), pl.col("run_b").alias("reference"), *VERSUS_COLUMNS[2:9],
         pl.format("versus {}, per benchmark", "run_b").alias("family"), "ci_note")
     groups = tie_groups(ordered, holm_all)
