@@ -67,9 +67,10 @@ def table_fits(frame: Any) -> bool:
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.find_root().meta.get(WIDE_KEY):
         return True
-    rows = [[visible(_cell(v)) for v in row] for row in frame.iter_rows()]
-    widths = [max([max(map(cell_width, c.replace("_", " ").split() or [""])), *(_narrowest(row[i]) for row in rows)])
-              for i, c in enumerate(frame.columns)]
+    rows = [[_shown(v) for v in row] for row in frame.iter_rows()]
+    columns = list(zip(*rows)) if rows else [()] * frame.width
+    widths = [max(max(map(cell_width, c.replace("_", " ").split() or [""])), _measure(cells)[1])
+              for c, cells in zip(frame.columns, columns)]
     return _table_width(widths) <= terminal_width()
 
 
@@ -80,14 +81,14 @@ def print_table(frame: Any, title: str | None, optional: Sequence[str] = (), wid
     from rich.console import Console
     from rich.text import Text
 
-    cells = [[visible(_cell(v)) for v in row] for row in frame.iter_rows()]
+    cells = [[_shown(v) for v in row] for row in frame.iter_rows()]
     columns = list(frame.columns)
     header = {c: visible(c.replace("_", " ")) for c in columns}  # spaces: headers wrap between words
     at = {c: i for i, c in enumerate(columns)}
-    content = {c: max([cell_width(row[at[c]]) for row in cells], default=0) for c in columns}
+    measured = dict(zip(columns, map(_measure, zip(*cells) if cells else [()] * len(columns))))
+    content = {c: measured[c][0] for c in columns}
     natural = {c: max(cell_width(header[c]), content[c]) for c in columns}
-    need = {c: max([max(map(cell_width, header[c].split() or [""])), *(_narrowest(row[at[c]]) for row in cells)])
-            for c in columns}
+    need = {c: max(max(map(cell_width, header[c].split() or [""])), measured[c][1]) for c in columns}
     width = terminal_width()
     notes = _droppable_notes(columns, cells, derived or {})
     shown = list(columns)
@@ -100,8 +101,7 @@ def print_table(frame: Any, title: str | None, optional: Sequence[str] = (), wid
         while _table_width(need[c] for c in shown) > width and droppable and len(shown) > 1:
             shown.remove(droppable.pop(0))
         # Detail goes before an estimate's cell is cut in two (its interval under it).
-        whole = {c: max([need[c], *(cell_width(row[at[c]]) for row in cells if _is_interval(row[at[c]]))])
-                 for c in columns}
+        whole = {c: max(need[c], measured[c][2]) for c in columns}
         detail = [c for c in droppable if c in first]
         while _table_width(whole[c] for c in shown) > width and detail:
             shown.remove(detail.pop(0))
@@ -155,6 +155,27 @@ def _droppable_notes(columns: list[str], cells: list[list[str]], derived: Mappin
     return notes
 
 
+def _shown(value: Any) -> str:
+    """A cell's text with its terminal controls as escapes (printable ASCII, most cells, has none)."""
+    text = _cell(value)
+    return text if text.isascii() and text.isprintable() else visible(text)
+
+
+def _measure(cells: Iterable[str]) -> tuple[int, int, int]:
+    """A column's cells measured once: (widest cell, widest of their narrowest forms (``_narrowest``), widest
+    interval cell ("value [low, high]"; 0 without one))."""
+    widest = narrowest = interval = 0
+    for cell in cells:
+        width = cell_width(cell)
+        widest = max(widest, width)
+        if "[" in cell and _INTERVAL.fullmatch(cell):
+            narrowest = max(narrowest, _narrowest(cell))
+            interval = max(interval, width)
+        else:
+            narrowest = max(narrowest, min(width, FOLD_WIDTH))
+    return widest, narrowest, interval
+
+
 def _narrowest(cell: str) -> int:
     """The narrowest a cell may be drawn: an interval under its value, a long text wrapped down to
     FOLD_WIDTH, anything else whole."""
@@ -164,10 +185,6 @@ def _narrowest(cell: str) -> int:
         narrow = cell_width(bounds) if _BOUNDS.fullmatch(bounds) else min(cell_width(bounds), len("[0.000, 1.000]"))
         return max(cell_width(interval.group(1)), narrow)
     return min(cell_width(cell), FOLD_WIDTH)
-
-
-def _is_interval(cell: str) -> bool:
-    return "[" in cell and _INTERVAL.fullmatch(cell) is not None
 
 
 def _interval_split(cell: str, width: int) -> str:
