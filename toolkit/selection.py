@@ -102,7 +102,8 @@ def read_runs(store: Store, run_ids: list[str], texts: bool = True, decisions: b
     ``decisions=False`` leaves the decisions frame empty when every run's case scores are stored (for readers
     of ``per_case`` under the default selection that never look at decisions; otherwise they are read), and
     ``passes=True`` then reads which passes were scored (``RunData.stored_passes``: ``run_facts``' passes);
-    ``columns``: by run table, only these columns (for a reader that knows what it looks at).
+    ``columns``: by run table (``case_scores`` included), only these columns (for a reader that knows what
+    it looks at).
 
     A run id given twice is read once (first occurrence order). The tables are read one by one; when a
     commit landed meanwhile they are read again as of the store version the reading began at, so the
@@ -131,7 +132,8 @@ def _read_tables(store: Store, run_ids: list[str], texts: bool, decisions: bool,
     def read(table: str) -> pl.DataFrame:
         return store.read(table, run_ids, columns=columns.get(table) or read_columns(table, texts))
 
-    stored = None if store.unscored(run_ids) else store.read("case_scores", run_ids)
+    stored = None if store.unscored(run_ids) else store.read("case_scores", run_ids,
+                                                             columns=columns.get("case_scores"))
     if decisions or stored is None:
         return RunData(runs, read("answers"), read("judgments"), read("decisions"), store.read("cases", keys=shas),
                        store.read("rubric_items", keys=shas), stored)

@@ -22,7 +22,8 @@ LIST_COLUMNS = ("run_id", "source", "answer_model", "judges", "dataset", "comple
 
 # What the listing looks at: case coverage, judges and passes, failure causes, tokens (analysis.costs).
 _CALLS = ["run_id", "case_id", "sample", "seq", "error", "prompt_tokens", "completion_tokens", "reasoning_tokens"]
-LIST_READ = {"answers": [*_CALLS, "answer_model"], "judgments": [*_CALLS, "judge_model", "judge_pass"]}
+LIST_READ = {"answers": [*_CALLS, "answer_model"], "judgments": [*_CALLS, "judge_model", "judge_pass"],
+             "case_scores": ["run_id", "case_id", "benchmark"]}
 
 
 def list_runs(store: Store, prices: PriceTable | str | None = None) -> list[dict]:

@@ -48,8 +48,10 @@ def case_coverage(data: RunData, cases: pl.DataFrame) -> pl.DataFrame:
                           ).unique().join(in_dataset.drop("benchmark"), on=["run_id", "case_id"])
     failed = attempted.join(cases.select("run_id", "case_id"), on=["run_id", "case_id"], how="anti").group_by(
         "run_id").agg(pl.len().cast(pl.Int64).alias("failed"))
-    untouched = in_dataset.join(attempted, on=["run_id", "case_id"], how="anti").group_by("run_id").agg(
-        pl.len().cast(pl.Int64).alias("not_attempted"))
+    # attempted holds dataset cases only, each once: the rest of the dataset was not attempted
+    untouched = in_dataset.group_by("run_id").agg(pl.len().cast(pl.Int64).alias("not_attempted")).join(
+        attempted.group_by("run_id").agg(pl.len().cast(pl.Int64).alias("_tried")), on="run_id", how="left").select(
+        "run_id", pl.col("not_attempted") - pl.col("_tried").fill_null(0))
     missing = in_dataset.select("run_id", "benchmark").unique().join(
         cases.select("run_id", "benchmark").unique(), on=["run_id", "benchmark"], how="anti").group_by("run_id").agg(
         pl.col("benchmark").sort().str.join(",").alias("benchmarks_missing"))
