@@ -77,7 +77,6 @@ def chosen_run_ids(store: Store, given: list[str]) -> list[str]:
 
 
 RUN_TABLES = ("answers", "judgments", "decisions", "case_scores")  # the run tables ``read_runs`` reads
-READ_TABLES = ("runs", *RUN_TABLES, "cases", "rubric_items")
 
 
 def run_tables(decisions: bool = True, passes: bool = False) -> tuple[str, ...]:
@@ -85,6 +84,7 @@ def run_tables(decisions: bool = True, passes: bool = False) -> tuple[str, ...]:
     if decisions:
         return RUN_TABLES
     return ("answers", "judgments", "case_scores", *(("pass_scores",) if passes else ()))
+
 
 # Long text columns that scoring and summaries never look at.
 TEXT_COLUMNS = {"answers": ("answer",), "judgments": ("raw_reply", "reported_components")}
