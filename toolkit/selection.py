@@ -9,7 +9,7 @@ import polars as pl
 
 from toolkit.scoring import PASS_KEY, case_scores, pass_scores, sample_scores, with_sample
 from toolkit.store import Store, StoreError
-from toolkit.tables import TABLES
+from toolkit.tables import TABLES, polars_schema
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,11 @@ class RunData:
     rubric_items: pl.DataFrame
     # per_case under the default selection as the runs' commits stored it (None: some run has none stored)
     stored_cases: pl.DataFrame | None = None
+    # run_id, judge_pass of each run's primary judge's scored passes, as stored (None: not read)
+    stored_passes: pl.DataFrame | None = None
+    # False: ``read_runs(decisions=False)`` left the decisions out (``decisions`` is empty); only the stored
+    # scores of the default selection can be used (``select_judgments`` refuses to compute any)
+    decisions_read: bool = True
 
     def of(self, run_ids: list[str]) -> "RunData":
         """The rows of these runs only (and of their datasets): what an analysis of just them reads."""
@@ -45,7 +50,8 @@ class RunData:
         digests = pl.col("dataset_sha256").is_in(runs["dataset_sha256"].unique().to_list())
         return RunData(runs, self.answers.filter(keep), self.judgments.filter(keep), self.decisions.filter(keep),
                        self.cases.filter(digests), self.rubric_items.filter(digests),
-                       None if self.stored_cases is None else self.stored_cases.filter(keep))
+                       *(None if f is None else f.filter(keep) for f in (self.stored_cases, self.stored_passes)),
+                       self.decisions_read)
 
 
 def chosen_run_ids(store: Store, given: list[str]) -> list[str]:
@@ -71,7 +77,14 @@ def chosen_run_ids(store: Store, given: list[str]) -> list[str]:
 
 
 RUN_TABLES = ("answers", "judgments", "decisions", "case_scores")  # the run tables ``read_runs`` reads
-READ_TABLES = ("runs", *RUN_TABLES, "cases", "rubric_items")
+
+
+def run_tables(decisions: bool = True, passes: bool = False) -> tuple[str, ...]:
+    """The run tables ``read_runs(decisions=..., passes=...)`` reads of runs whose scores are stored."""
+    if decisions:
+        return RUN_TABLES
+    return ("answers", "judgments", "case_scores", *(("pass_scores",) if passes else ()))
+
 
 # Long text columns that scoring and summaries never look at.
 TEXT_COLUMNS = {"answers": ("answer",), "judgments": ("raw_reply", "reported_components")}
@@ -83,24 +96,32 @@ def read_columns(table: str, texts: bool) -> list[str]:
     return [c for c in TABLES[table].names if c not in drop]
 
 
-def read_runs(store: Store, run_ids: list[str], texts: bool = True) -> RunData:
-    """The stored rows of these runs and their datasets; ``texts=False`` leaves out answer and reply texts.
+def read_runs(store: Store, run_ids: list[str], texts: bool = True, decisions: bool = True,
+              columns: dict[str, list[str]] | None = None, passes: bool = False) -> RunData:
+    """The stored rows of these runs and their datasets; ``texts=False`` leaves out answer and reply texts;
+    ``decisions=False`` leaves the decisions frame empty when every run's case scores are stored (for readers
+    of ``per_case`` under the default selection that never look at decisions; otherwise they are read), and
+    ``passes=True`` then reads which passes were scored (``RunData.stored_passes``: ``run_facts``' passes);
+    ``columns``: by run table (``case_scores`` included), only these columns (for a reader that knows what
+    it looks at).
 
     A run id given twice is read once (first occurrence order). The tables are read one by one; when a
     commit landed meanwhile they are read again as of the store version the reading began at, so the
     frames always come from one commit."""
     run_ids = list(dict.fromkeys(run_ids))
-    store.prefetch(READ_TABLES)
+    store.prefetch(("runs", *run_tables(decisions, passes), "cases", "rubric_items"))
     version = store.version()
-    data = _read_tables(store, run_ids, texts)
+    data = _read_tables(store, run_ids, texts, decisions, columns or {}, passes)
     if store.pinned is None and version is not None and store.version() != version:
-        data = _read_tables(Store.open(store.root, version=version), run_ids, texts)
+        data = _read_tables(Store.open(store.root, version=version), run_ids, texts, decisions, columns or {}, passes)
     return data
 
 
-def _read_tables(store: Store, run_ids: list[str], texts: bool) -> RunData:
+def _read_tables(store: Store, run_ids: list[str], texts: bool, decisions: bool,
+                 columns: dict[str, list[str]], passes: bool) -> RunData:
     runs = store.read("runs", run_ids).unique("run_id", keep="last", maintain_order=True)
-    unknown = [r for r in run_ids if r not in set(runs["run_id"])]
+    found = set(runs["run_id"].to_list())
+    unknown = [r for r in run_ids if r not in found]
     if unknown:
         store.run(unknown[0])  # raises the store's clear error for an unknown run
     shas = runs["dataset_sha256"].unique().to_list()
@@ -109,11 +130,21 @@ def _read_tables(store: Store, run_ids: list[str], texts: bool) -> RunData:
         raise StoreError(f"{store.root}: dataset {missing[0]} of the selected runs is not stored")
 
     def read(table: str) -> pl.DataFrame:
-        return store.read(table, run_ids, columns=read_columns(table, texts))
+        return store.read(table, run_ids, columns=columns.get(table) or read_columns(table, texts))
 
-    stored = None if store.unscored(run_ids) else store.read("case_scores", run_ids)
-    return RunData(runs, read("answers"), read("judgments"), read("decisions"),
-                   store.read("cases", keys=shas), store.read("rubric_items", keys=shas), stored)
+    stored = None if store.unscored(run_ids) else store.read("case_scores", run_ids,
+                                                             columns=columns.get("case_scores"))
+    if decisions or stored is None:
+        return RunData(runs, read("answers"), read("judgments"), read("decisions"), store.read("cases", keys=shas),
+                       store.read("rubric_items", keys=shas), stored)
+    none = pl.DataFrame(schema=polars_schema("decisions", columns.get("decisions") or read_columns("decisions", texts)))
+    scored = None
+    if passes:
+        primary = runs.select("run_id", "judge_model")
+        scored = store.read("pass_scores", run_ids, columns=["run_id", "judge_model", "judge_pass"]).join(
+            primary, on=["run_id", "judge_model"], how="semi").select("run_id", "judge_pass")
+    return RunData(runs, read("answers"), read("judgments"), none, store.read("cases", keys=shas),
+                   store.read("rubric_items", keys=shas), stored, scored, decisions_read=False)
 
 
 # select_judgments' answers by RunData (weakly: they go with it) and selection. Frames never change in
@@ -124,6 +155,9 @@ _SELECTED: "weakref.WeakKeyDictionary[RunData, dict[JudgeSelection, tuple[pl.Dat
 
 def select_judgments(data: RunData, selection: JudgeSelection) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(judgments, decisions) of the selected judge and passes of every run."""
+    if not data.decisions_read:
+        raise ValueError("the decisions were not read (read_runs(decisions=False)): scores of this judge "
+                         "selection cannot be computed")
     known = _SELECTED.setdefault(data, {})
     if selection not in known:
         known[selection] = _select_judgments(data, selection)

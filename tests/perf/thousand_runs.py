@@ -10,7 +10,8 @@ user waits for, each a fresh process (wall, CPU and the child's peak RSS from wa
 - ``bedside summary`` of the same runs;
 - ``bedside report`` of the same runs (figures included);
 - ``bedside runs compact`` (then the listing again).
-``--reuse`` keeps a store built earlier under DATA. One ROW per target; the store lives outside the repository.
+``--reuse`` keeps a store built earlier under DATA; ``--only runs,compare,summary`` times the steps that only read
+it (a shared store stays untouched). One ROW per target; the store lives outside the repository.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from toolkit.dataset import load_dataset  # noqa: E402
 BEDSIDE = [sys.executable, "-m", "toolkit"]
 TARGETS = {"import": 120.0, "runs": 1.0, "compare": 3.0, "summary": 5.0, "report": 60.0}
 MEMORY_MB = 2048
+STEPS = ("runs", "compare", "summary", "report", "compact")
 
 
 def write_results(folder: Path, runs: int) -> None:
@@ -71,7 +73,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--select", type=int, default=100, help="runs compared, summarised and reported")
     parser.add_argument("--reuse", action="store_true", help="keep a store built earlier under --data")
+    parser.add_argument("--only", default=",".join(STEPS), help=f"comma-separated steps among {', '.join(STEPS)} "
+                        "(runs, compare and summary only read the store; report writes under --data, compact "
+                        "rewrites the store)")
     args = parser.parse_args()
+    only = set(args.only.split(","))
+    if only - set(STEPS):
+        raise SystemExit(f"--only: unknown step(s) {', '.join(sorted(only - set(STEPS)))}")
     if ROOT in args.data.resolve().parents:
         raise SystemExit("--data must be outside the repository")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
@@ -100,17 +108,22 @@ def main() -> None:
                         ("compare", ["compare", *chosen]),
                         ("summary", ["summary", *chosen]),
                         ("report", ["report", *chosen, "--out", str(args.data / "report")])):
+        if name not in only:
+            continue
         wall, cpu, peak, output = command(name, extra)
         peaks[name] = peak
         what = f"bedside {name}" + ("" if name == "runs" else f" of {args.select} runs")
         row(f"{what}, store of {args.runs} runs x 250 cases, cold", f"{wall:.2f} s wall, {cpu:.2f} s CPU, "
             f"peak {peak:.0f} MB, load {os.getloadavg()[0]:.1f}", f"<= {TARGETS[name]:g} s", wall <= TARGETS[name])
-    if (args.data / "report" / "index.html").is_file():
+    if "report" in only and (args.data / "report" / "index.html").is_file():
         size = (args.data / "report" / "index.html").stat().st_size / 1e6
         print(f"report: index.html {size:.2f} MB")
-    worst = max(peaks.values())
-    row(f"peak memory of runs/compare/summary/report, {args.runs} runs", f"{worst:.0f} MB ({max(peaks, key=peaks.get)})",
-        f"<= {MEMORY_MB} MB", worst <= MEMORY_MB)
+    if peaks:
+        worst = max(peaks.values())
+        row(f"peak memory of {'/'.join(peaks)}, {args.runs} runs", f"{worst:.0f} MB ({max(peaks, key=peaks.get)})",
+            f"<= {MEMORY_MB} MB", worst <= MEMORY_MB)
+    if "compact" not in only:
+        return
     wall, cpu, peak, _ = command("compact", ["runs", "compact", "--store", str(store)])
     after_files, after_commits = log_entries(store)
     print(f"compact: {wall:.1f} s; {files} -> {after_files} data files on disk, {commits} -> {after_commits} log "

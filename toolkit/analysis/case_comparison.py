@@ -18,9 +18,9 @@ import numpy as np
 import polars as pl
 
 from toolkit.analysis.matrix import CaseMatrix, case_matrix
-from toolkit.analysis.paired import ResampleSettings, SharedResamples
+from toolkit.analysis.paired import ResampleSettings, ResampleStream, SharedResamples
 from toolkit.analysis.paired_t import paired_t
-from toolkit.analysis.pairs import BENCHMARK_FAMILY, OVERALL, OVERALL_FAMILY, pairwise
+from toolkit.analysis.pairs import OVERALL, OVERALL_FAMILY, pairwise
 from toolkit.analysis.ranking import (MIN_CASES, competition_ranks, rank_intervals, ranking_gate, separability,
                                       tie_groups)
 
@@ -51,14 +51,16 @@ class UnitResamples:
     overall: np.ndarray  # (units, samples) resampled macro means
 
 
-def resample_units(matrix: CaseMatrix, res: SharedResamples, benchmarks: bool = True) -> UnitResamples:
+def resample_units(matrix: CaseMatrix, res: SharedResamples | ResampleStream, benchmarks: bool = True
+                   ) -> UnitResamples:
     """Every unit's resampled benchmark means (one matrix product per benchmark) and macro means;
-    ``benchmarks=False`` keeps the macro means only (``benchmark`` is then empty)."""
+    ``benchmarks=False`` keeps the macro means only (``benchmark`` is then empty). Each benchmark's
+    counts are used once, in order: a ``ResampleStream`` draws them as they are needed."""
     has = matrix.benchmark_counts() > 0
     overall = np.zeros((len(matrix.units), res.samples))
     bench = np.empty((len(matrix.benchmarks) if benchmarks else 0, len(matrix.units), res.samples))
-    for b in range(len(matrix.benchmarks)):
-        means = res.stratum_ratio(matrix.scores, matrix.present, b)
+    for b, part in enumerate(res.per_stratum()):
+        means = part.stratum_ratio(matrix.scores, matrix.present, 0)
         if benchmarks:
             bench[b] = means
         # A benchmark the unit has no case in stays out of its macro (NaN only where it has cases).
@@ -114,7 +116,7 @@ def compare_matrix(matrix: CaseMatrix, settings: ResampleSettings = ResampleSett
     rest = np.array([i for i in order.tolist() if i != reference], dtype=np.int64)
     against = np.full(rest.size, reference, dtype=np.int64)
     shown = pairwise(ranked, rest, against, per_benchmark) if baseline is not None else all_pairs
-    versus = pairwise(ranked, rest, against, True).filter(pl.col("family") == BENCHMARK_FAMILY).select(
+    versus = pairwise(ranked, rest, against, True, overall=False).select(
         pl.col("run_a").alias("run_id"), pl.col("run_b").alias("reference"), *VERSUS_COLUMNS[2:9],
         pl.format("versus {}, per benchmark", "run_b").alias("family"), "ci_note")
     groups = tie_groups(ordered, holm_all)
@@ -161,7 +163,7 @@ def _ranks(ranked: CaseMatrix, names: list[str], observed: np.ndarray, order: np
     the units some resample drew none of the cases of in a benchmark."""
     if not names:
         return rank_intervals([], np.zeros(0), np.zeros((0, settings.samples))), []
-    boot = resample_units(ranked, ranked.resamples(settings), benchmarks=False).overall
+    boot = resample_units(ranked, ResampleStream.of(ranked.strata, settings, reuse=True), benchmarks=False).overall
     short = [names[i] for i in np.flatnonzero(np.isnan(boot).any(axis=1))]
     return rank_intervals(ranked.units, observed, boot)[order.tolist()], short
 

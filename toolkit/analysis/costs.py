@@ -87,20 +87,22 @@ def run_costs(data: RunData, prices: PriceTable) -> pl.DataFrame:
     """Per run of ``data.runs`` (in its order): answer and judge calls, tokens (null when some call did not report
     them), ``answer_usd``, ``judge_usd``, ``usd`` (null unless every part is priced), USD per answer call and
     per judge call, and ``cost``: the dollars, else the tokens, as ``toolkit.prices.cost_text`` shows them."""
-    calls = call_costs(data, prices)
+    calls = call_costs(data, prices)  # sorted by run and kind: each run's rows of a kind are one slice
+    spans: dict[tuple[str, str], list[int]] = {}
+    for i, key in enumerate(zip(calls["run_id"].to_list(), calls["kind"].to_list())):
+        spans.setdefault(key, [i, 0])[1] += 1
     rows = []
     for run_id in data.runs["run_id"].to_list():
-        mine = calls.filter(pl.col("run_id") == run_id)
+        mine = {kind: calls.slice(*spans.get((run_id, kind), (0, 0))) for kind in ("answer", "judge")}
         row: dict = {"run_id": run_id}
-        known_tokens = mine["unreported"].sum() == 0
-        for kind in ("answer", "judge"):
-            part = mine.filter(pl.col("kind") == kind)
+        known_tokens = all(part["unreported"].sum() == 0 for part in mine.values())
+        for kind, part in mine.items():
             n = int(part["calls"].sum())
             usd = None if part["usd"].null_count() or not part.height else float(part["usd"].sum())
             row[f"{kind}_calls"] = n
             row[f"{kind}_usd"] = usd if part.height else 0.0
             row[f"usd_per_{kind}_call"] = usd / n if usd is not None and n else None
-        tokens = int(mine["prompt_tokens"].sum() + mine["completion_tokens"].sum())
+        tokens = int(sum(part["prompt_tokens"].sum() + part["completion_tokens"].sum() for part in mine.values()))
         row["tokens"] = tokens if known_tokens else None
         row["usd"] = (None if row["answer_usd"] is None or row["judge_usd"] is None
                       else row["answer_usd"] + row["judge_usd"])

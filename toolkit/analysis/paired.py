@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, CI_HIGH, CI_LOW, check_samples, check_seed
 
-_DRAW_CHUNK = 1 << 22  # indices drawn at once: bounds the index tensor's memory (32 MB)
+_DRAW_CHUNK = 1 << 16  # indices drawn at once (512 KB): reused memory, where a large tensor is fresh pages each draw
 _PERCENTILE_ROWS = 32  # rows percentile_interval puts in order at once (2.5 MB at 10,000 resamples)
 TIE = 1e-12  # case differences (scores in [0, 1]) this close to 0 are ties
 SMALL_STRATUM = 25  # fewer cases per benchmark than this: the small-sample note is printed
@@ -73,6 +73,11 @@ class SharedResamples:
     def width(self) -> int:
         return self.slices[-1].stop if self.slices else 0
 
+    def per_stratum(self) -> Iterator["SharedResamples"]:
+        """Each stratum as a SharedResamples of its own (as ``stream_resamples`` yields them)."""
+        for part in zip(self.names, self.slices, self.counts):
+            yield SharedResamples(*((x,) for x in part))
+
     def stratum_sums(self, values: np.ndarray, stratum: int) -> np.ndarray:
         """(k, samples): each resample's sum over the stratum's cases of every row of ``values`` (k, N)."""
         return np.ascontiguousarray(values[:, self.slices[stratum]]) @ self.counts[stratum]
@@ -103,28 +108,54 @@ class SharedResamples:
 
 def draw_resamples(strata: Sequence[tuple[str, int]], settings: ResampleSettings = ResampleSettings()
                    ) -> SharedResamples:
-    """Resample counts for strata of the given sizes (in the given order), from one seeded Generator.
-
-    The draws are taken in a fixed order of (stratum, chunk of resamples) calls, which fixes the numbers;
-    each chunk is counted before the next is drawn, so one index chunk is held at a time."""
-    names, slices, start = [], [], 0
-    for name, size in strata:
-        if size < 1:
-            raise ValueError(f"stratum {name!r} has no cases")
-        names.append(name)
-        slices.append(slice(start, start + size))
-        start += size
-    rng = np.random.default_rng(settings.seed)
-    samples = settings.samples
-    plan = []  # (stratum, first resample, last resample + 1): the calls on the generator, in order
-    for b, s in enumerate(slices):
-        rows = max(1, _DRAW_CHUNK // (s.stop - s.start))
-        plan += [(b, first, min(samples, first + rows)) for first in range(0, samples, rows)]
-    counts = [np.empty((s.stop - s.start, samples)) for s in slices]
-    for b, first, last in plan:
-        n = slices[b].stop - slices[b].start
-        counts[b][:, first:last] = _counts(rng.integers(0, n, size=(last - first, n)))
+    """Resample counts for strata of the given sizes (in the given order), from one seeded Generator."""
+    names, slices, counts = [], [], []
+    for part in ResampleStream.of(strata, settings).per_stratum():
+        names += part.names
+        slices += part.slices
+        counts += part.counts
     return SharedResamples(tuple(names), tuple(slices), tuple(counts))
+
+
+@dataclass(frozen=True, eq=False)
+class ResampleStream:
+    """``draw_resamples``' counts drawn one stratum at a time as they are asked for: a reader that uses each
+    stratum once holds one stratum's counts, not all of them. ``reuse``: every stratum's counts are drawn into
+    one buffer, so a part is valid until the next one is drawn (fresh pages for each stratum otherwise)."""
+
+    strata: tuple[tuple[str, int], ...]
+    settings: ResampleSettings
+    reuse: bool = False
+
+    @classmethod
+    def of(cls, strata: Sequence[tuple[str, int]], settings: ResampleSettings = ResampleSettings(),
+           reuse: bool = False) -> "ResampleStream":
+        for name, size in strata:
+            if size < 1:
+                raise ValueError(f"stratum {name!r} has no cases")
+        return cls(tuple(strata), settings, reuse)
+
+    @property
+    def samples(self) -> int:
+        return self.settings.samples
+
+    def per_stratum(self) -> Iterator[SharedResamples]:
+        """Each stratum's counts as a SharedResamples of that stratum alone (its slice of the whole case axis).
+
+        The draws are taken in a fixed order of (stratum, chunk of resamples) calls, which fixes the numbers;
+        each chunk is counted before the next is drawn, so one index chunk is held at a time."""
+        rng = np.random.default_rng(self.settings.seed)
+        samples, start = self.samples, 0
+        most = max((n for _, n in self.strata), default=0)
+        buffer = np.empty((most, samples)) if self.reuse else None
+        for name, n in self.strata:
+            rows = max(1, _DRAW_CHUNK // n)
+            counts = buffer[:n] if buffer is not None else np.empty((n, samples))
+            for first in range(0, samples, rows):
+                last = min(samples, first + rows)
+                counts[:, first:last] = _counts(rng.integers(0, n, size=(last - first, n)))
+            yield SharedResamples((name,), (slice(start, start + n),), (counts,))
+            start += n
 
 
 def _counts(index: np.ndarray) -> np.ndarray:

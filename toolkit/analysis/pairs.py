@@ -49,9 +49,9 @@ METHOD_NOTE = ("pairwise: delta -/+ t(0.975, df) SE and p = 2 P(T_df > |delta| /
                "per-benchmark rows never changes an overall row's adjusted p")
 
 
-def pairwise(matrix: CaseMatrix, first: np.ndarray, second: np.ndarray, per_benchmark: bool = False
-             ) -> pl.DataFrame:
-    """One row per pair (overall), plus one per pair x benchmark when ``per_benchmark``.
+def pairwise(matrix: CaseMatrix, first: np.ndarray, second: np.ndarray, per_benchmark: bool = False,
+             overall: bool = True) -> pl.DataFrame:
+    """One row per pair (overall; ``overall=False``: none), plus one per pair x benchmark when ``per_benchmark``.
 
     ``first``/``second`` index the units of each pair (delta = first - second). ``p_holm`` and ``p_bh``
     adjust within each family: the overall rows, and the per-benchmark rows.
@@ -72,7 +72,7 @@ def pairwise(matrix: CaseMatrix, first: np.ndarray, second: np.ndarray, per_benc
     # exact ties (the t keeps them as they are, so delta is the plain mean and a tie changes nothing).
     differences = np.where(both > 0, S[first] - S[second], np.nan)
     frames = [adjust(_rows(matrix, first, second, OVERALL, both.sum(axis=1), macro(mean_a, has), macro(mean_b, has),
-                           differences, matrix.slices)).with_columns(family=pl.lit(OVERALL_FAMILY))]
+                           differences, matrix.slices)).with_columns(family=pl.lit(OVERALL_FAMILY))] if overall else []
     if per_benchmark:
         rows = [_rows(matrix, first, second, name, common[:, b], mean_a[:, b], mean_b[:, b], differences[:, s],
                       None).filter(pl.col("n_cases") > 0) for b, (name, s) in enumerate(zip(matrix.benchmarks,

@@ -1,6 +1,6 @@
 """The runs of a store at a glance (``bedside runs``), and what removing one would remove.
 
-Counts come from ``toolkit.analysis.runs.run_facts`` (the same completed / failed / not-attempted
+Counts come from ``toolkit.analysis.runs.case_coverage`` (the same completed / failed / not-attempted
 cases the comparison shows), failure causes from ``toolkit.failures`` and costs from
 ``toolkit.analysis.costs``; nothing is recounted here.
 """
@@ -10,15 +10,20 @@ from __future__ import annotations
 import polars as pl
 
 from toolkit.analysis.costs import run_costs
-from toolkit.analysis.runs import run_facts
+from toolkit.analysis.runs import case_coverage
 from toolkit.failures import causes_by_run, failed_cases
 from toolkit.prices import PriceTable, load_prices
-from toolkit.selection import JudgeSelection, per_case, read_runs
+from toolkit.selection import per_case, read_runs
 from toolkit.store import Store
 from toolkit.tables import RUN_TABLES
 
 LIST_COLUMNS = ("run_id", "source", "answer_model", "judges", "dataset", "completed", "failed", "not_attempted",
                 "created", "updated")
+
+# What the listing looks at: case coverage, judges and passes, failure causes, tokens (analysis.costs).
+_CALLS = ["run_id", "case_id", "sample", "seq", "error", "prompt_tokens", "completion_tokens", "reasoning_tokens"]
+LIST_READ = {"answers": [*_CALLS, "answer_model"], "judgments": [*_CALLS, "judge_model", "judge_pass"],
+             "case_scores": ["run_id", "case_id", "benchmark"]}
 
 
 def list_runs(store: Store, prices: PriceTable | str | None = None) -> list[dict]:
@@ -39,15 +44,21 @@ def list_runs(store: Store, prices: PriceTable | str | None = None) -> list[dict
     judges: dict[str, dict[str, list[int]]] = {}
     causes_of_run: dict = {}
     if readable:
-        data = read_runs(store, readable, texts=False)
-        selection = JudgeSelection()
-        facts = {r["run_id"]: r for r in run_facts(data, selection, per_case(data, selection)).iter_rows(named=True)}
+        # Stored case scores: the counts need no decisions, nor most columns; else every run is scored here.
+        stored = not store.unscored(readable)
+        data = read_runs(store, readable, texts=False, decisions=not stored, columns=LIST_READ if stored else None)
+        facts = {r["run_id"]: r for r in case_coverage(data, per_case(data)).iter_rows(named=True)}
         costs = {r["run_id"]: r for r in run_costs(data, table).iter_rows(named=True)}
         passes = (data.judgments.group_by("run_id", "judge_model")
                   .agg(pl.col("judge_pass").unique().sort()).sort("run_id", "judge_model"))
         for run_id, judge, numbers in passes.iter_rows():
             judges.setdefault(run_id, {})[judge] = list(numbers)
-        causes_of_run = causes_by_run(failed_cases(data.answers, data.judgments))  # every run's, in one pass
+        # Every run's, in one pass, over the cases with an error row (a failed case has one: the same result).
+        key = ["run_id", "case_id"]
+        erred = pl.concat([f.filter(pl.col("error").is_not_null()).select(key) for f in (data.answers, data.judgments)]
+                          ).unique()
+        causes_of_run = causes_by_run(failed_cases(data.answers.join(erred, on=key, how="semi"),
+                                                   data.judgments.join(erred, on=key, how="semi")))
     out = []
     for run in runs.iter_rows(named=True):
         run_id = run["run_id"]

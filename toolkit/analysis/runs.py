@@ -17,15 +17,30 @@ def run_facts(data: RunData, selection: JudgeSelection, cases: pl.DataFrame) -> 
     """One row per run of ``data.runs``.
 
     ``judge_model`` is the judge scored (the selection's, else the run's own); ``passes`` the judge
-    passes found in its decisions (e.g. "1,2"); ``completed`` the cases with a score (``cases`` is
-    the ``per_case`` frame); ``failed`` the cases of the run's dataset that were attempted (an
-    answer or judge row exists) but have no score under this selection; ``not_attempted`` the cases
-    of its dataset without any answer or judge row; ``benchmarks_missing`` the benchmarks of its
-    dataset where it has no completed case (sorted, comma-separated, "" when none).
+    passes found in its decisions (e.g. "1,2"; the stored pass scores say which when the decisions were not
+    read); the case counts are ``case_coverage``'s.
     """
-    _, decisions = select_judgments(data, selection)
-    passes = decisions.group_by("run_id").agg(
+    scored = data.stored_passes if data.stored_passes is not None and selection.is_stored \
+        else select_judgments(data, selection)[1]
+    passes = scored.group_by("run_id").agg(
         pl.col("judge_pass").unique().sort().cast(pl.String).str.join(",").alias("passes"))
+    judge = pl.lit(selection.judge) if selection.judge is not None else pl.col("judge_model")
+    return (
+        data.runs.select("run_id", "answer_model", judge.cast(pl.String).alias("judge_model"), "dataset_sha256",
+                         "source")
+        .join(passes, on="run_id", how="left", maintain_order="left")
+        .join(case_coverage(data, cases), on="run_id", how="left", maintain_order="left")
+        .with_columns(pl.col("passes").fill_null(""))
+        .select(FACT_COLUMNS)
+    )
+
+
+def case_coverage(data: RunData, cases: pl.DataFrame) -> pl.DataFrame:
+    """One row per run of ``data.runs``: run_id, ``completed`` the cases with a score (``cases`` is the
+    ``per_case`` frame); ``failed`` the cases of the run's dataset that were attempted (an answer or judge
+    row exists) but have no score under this selection; ``not_attempted`` the cases of its dataset without
+    any answer or judge row; ``benchmarks_missing`` the benchmarks of its dataset where it has no completed
+    case (sorted, comma-separated, "" when none). Reads answers and judgments, never decisions."""
     completed = cases.group_by("run_id").agg(pl.len().cast(pl.Int64).alias("completed"))
     in_dataset = data.runs.select("run_id", "dataset_sha256").join(
         data.cases.select("dataset_sha256", "case_id", "benchmark"), on="dataset_sha256").drop("dataset_sha256")
@@ -33,24 +48,21 @@ def run_facts(data: RunData, selection: JudgeSelection, cases: pl.DataFrame) -> 
                           ).unique().join(in_dataset.drop("benchmark"), on=["run_id", "case_id"])
     failed = attempted.join(cases.select("run_id", "case_id"), on=["run_id", "case_id"], how="anti").group_by(
         "run_id").agg(pl.len().cast(pl.Int64).alias("failed"))
-    untouched = in_dataset.join(attempted, on=["run_id", "case_id"], how="anti").group_by("run_id").agg(
-        pl.len().cast(pl.Int64).alias("not_attempted"))
+    # attempted holds dataset cases only, each once: the rest of the dataset was not attempted
+    untouched = in_dataset.group_by("run_id").agg(pl.len().cast(pl.Int64).alias("not_attempted")).join(
+        attempted.group_by("run_id").agg(pl.len().cast(pl.Int64).alias("_tried")), on="run_id", how="left").select(
+        "run_id", pl.col("not_attempted") - pl.col("_tried").fill_null(0))
     missing = in_dataset.select("run_id", "benchmark").unique().join(
         cases.select("run_id", "benchmark").unique(), on=["run_id", "benchmark"], how="anti").group_by("run_id").agg(
         pl.col("benchmark").sort().str.join(",").alias("benchmarks_missing"))
-    judge = pl.lit(selection.judge) if selection.judge is not None else pl.col("judge_model")
     return (
-        data.runs.select("run_id", "answer_model", judge.cast(pl.String).alias("judge_model"), "dataset_sha256",
-                         "source")
-        .join(passes, on="run_id", how="left", maintain_order="left")
+        data.runs.select("run_id")
         .join(completed, on="run_id", how="left", maintain_order="left")
         .join(failed, on="run_id", how="left", maintain_order="left")
         .join(untouched, on="run_id", how="left", maintain_order="left")
         .join(missing, on="run_id", how="left", maintain_order="left")
         .with_columns(pl.col("completed").fill_null(0), pl.col("failed").fill_null(0),
-                      pl.col("not_attempted").fill_null(0), pl.col("passes").fill_null(""),
-                      pl.col("benchmarks_missing").fill_null(""))
-        .select(FACT_COLUMNS)
+                      pl.col("not_attempted").fill_null(0), pl.col("benchmarks_missing").fill_null(""))
     )
 
 

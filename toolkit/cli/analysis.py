@@ -25,7 +25,7 @@ from toolkit.cli.common import echo_json, emit, note_line, open_store, selected_
 from toolkit.cli.options import (RunChoice, allow_mixed_option, check_paired_samples, format_option, judge_options,
                                  prices_option, resample_options, run_options, store_option)
 from toolkit.cli.table import COVERAGE, table_fits
-from toolkit.selection import RUN_TABLES, JudgeSelection, read_runs
+from toolkit.selection import RUN_TABLES, JudgeSelection, read_runs, run_tables
 
 
 def section_option(names: tuple[str, ...]) -> Callable:
@@ -176,7 +176,10 @@ def compare_cmd(runs: RunChoice, per_benchmark: bool, baseline: str | None, allo
 
     prices = load_prices(prices_file)  # a bad table stops here, before anything is read
     store = open_store(store_dir)
-    data = read_runs(store, selected_runs(store, runs, RUN_TABLES), texts=False)
+    # Under the default selection the stored scores and passes are all compare needs of the decisions.
+    decisions = not selection.is_stored or bool(store.unscored())
+    data = read_runs(store, selected_runs(store, runs, run_tables(decisions, passes=True)), texts=False,
+                     decisions=decisions, passes=True)
     options = CompareOptions(resamples=ResampleSettings(samples=samples, seed=seed), per_benchmark=per_benchmark,
                              allow_mixed=allow_mixed, selection=selection, baseline=baseline)
     result = compare_data(data, options)

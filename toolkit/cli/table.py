@@ -45,6 +45,16 @@ _INTERVAL = re.compile(r"(\S+) (\[[^\]]*\])")
 _BOUNDS = re.compile(r"\[\S+, \S+\]")
 
 
+def cell_width(text: str) -> int:
+    """Terminal columns of a cell's text: one per character for printable ASCII (most cells), else rich's
+    measure (wide and zero-width characters)."""
+    if text.isascii() and text.isprintable():
+        return len(text)
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
 def terminal_width() -> int:
     return max(40, shutil.get_terminal_size((80, 24)).columns)
 
@@ -53,14 +63,14 @@ def table_fits(frame: Any) -> bool:
     """Whether every column of ``frame`` fits the terminal, each at its narrowest (headers wrapped, intervals
     under their values), or ``--wide`` asked for every column."""
     import click
-    from rich.cells import cell_len
 
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.find_root().meta.get(WIDE_KEY):
         return True
-    rows = [[visible(_cell(v)) for v in row] for row in frame.iter_rows()]
-    widths = [max([max(map(cell_len, c.replace("_", " ").split() or [""])), *(_narrowest(row[i]) for row in rows)])
-              for i, c in enumerate(frame.columns)]
+    rows = [[_shown(v) for v in row] for row in frame.iter_rows()]
+    columns = list(zip(*rows)) if rows else [()] * frame.width
+    widths = [max(max(map(cell_width, c.replace("_", " ").split() or [""])), _measure(cells)[1])
+              for c, cells in zip(frame.columns, columns)]
     return _table_width(widths) <= terminal_width()
 
 
@@ -68,18 +78,17 @@ def print_table(frame: Any, title: str | None, optional: Sequence[str] = (), wid
                 derived: Mapping[str, str] | None = None) -> None:
     """Print a polars frame as a rich table; ``derived`` names columns computed from others
     (``{"miss_rate": "1 - match_rate"}``), left out early and named with their formula."""
-    from rich.cells import cell_len
     from rich.console import Console
     from rich.text import Text
 
-    cells = [[visible(_cell(v)) for v in row] for row in frame.iter_rows()]
+    cells = [[_shown(v) for v in row] for row in frame.iter_rows()]
     columns = list(frame.columns)
     header = {c: visible(c.replace("_", " ")) for c in columns}  # spaces: headers wrap between words
     at = {c: i for i, c in enumerate(columns)}
-    content = {c: max([cell_len(row[at[c]]) for row in cells], default=0) for c in columns}
-    natural = {c: max(cell_len(header[c]), content[c]) for c in columns}
-    need = {c: max([max(map(cell_len, header[c].split() or [""])), *(_narrowest(row[at[c]]) for row in cells)])
-            for c in columns}
+    measured = dict(zip(columns, map(_measure, zip(*cells) if cells else [()] * len(columns))))
+    content = {c: measured[c][0] for c in columns}
+    natural = {c: max(cell_width(header[c]), content[c]) for c in columns}
+    need = {c: max(max(map(cell_width, header[c].split() or [""])), measured[c][1]) for c in columns}
     width = terminal_width()
     notes = _droppable_notes(columns, cells, derived or {})
     shown = list(columns)
@@ -92,8 +101,7 @@ def print_table(frame: Any, title: str | None, optional: Sequence[str] = (), wid
         while _table_width(need[c] for c in shown) > width and droppable and len(shown) > 1:
             shown.remove(droppable.pop(0))
         # Detail goes before an estimate's cell is cut in two (its interval under it).
-        whole = {c: max([need[c], *(cell_len(row[at[c]]) for row in cells if _INTERVAL.fullmatch(row[at[c]]))])
-                 for c in columns}
+        whole = {c: max(need[c], measured[c][2]) for c in columns}
         detail = [c for c in droppable if c in first]
         while _table_width(whole[c] for c in shown) > width and detail:
             shown.remove(detail.pop(0))
@@ -104,7 +112,7 @@ def print_table(frame: Any, title: str | None, optional: Sequence[str] = (), wid
                      {c: natural[c] for c in shown}, None if wide else width)
     full = _table_width(natural[c] for c in shown)
     console = Console(width=max(width, full) if wide else width, soft_wrap=False)
-    rows = [[_interval_split(row[at[c]], widths[c], cell_len).split("\n") for c in shown] for row in cells]
+    rows = [[_interval_split(row[at[c]], widths[c]).split("\n") for c in shown] for row in cells]
     table = _frame(title, caption, [header[c] for c in shown], [widths[c] for c in shown])
     if cells and not console.is_terminal and console.color_system is None \
             and all(_fits(line, widths[c]) for row in rows for lines, c in zip(row, shown) for line in lines):
@@ -147,22 +155,41 @@ def _droppable_notes(columns: list[str], cells: list[list[str]], derived: Mappin
     return notes
 
 
+def _shown(value: Any) -> str:
+    """A cell's text with its terminal controls as escapes (printable ASCII, most cells, has none)."""
+    text = _cell(value)
+    return text if text.isascii() and text.isprintable() else visible(text)
+
+
+def _measure(cells: Iterable[str]) -> tuple[int, int, int]:
+    """A column's cells measured once: (widest cell, widest of their narrowest forms (``_narrowest``), widest
+    interval cell ("value [low, high]"; 0 without one))."""
+    widest = narrowest = interval = 0
+    for cell in cells:
+        width = cell_width(cell)
+        widest = max(widest, width)
+        if "[" in cell and _INTERVAL.fullmatch(cell):
+            narrowest = max(narrowest, _narrowest(cell))
+            interval = max(interval, width)
+        else:
+            narrowest = max(narrowest, min(width, FOLD_WIDTH))
+    return widest, narrowest, interval
+
+
 def _narrowest(cell: str) -> int:
     """The narrowest a cell may be drawn: an interval under its value, a long text wrapped down to
     FOLD_WIDTH, anything else whole."""
-    from rich.cells import cell_len
-
-    interval = _INTERVAL.fullmatch(cell)
+    interval = _INTERVAL.fullmatch(cell) if "[" in cell else None
     if interval:  # a reason in place of the interval wraps, as narrow as an interval
         bounds = interval.group(2)
-        narrow = cell_len(bounds) if _BOUNDS.fullmatch(bounds) else min(cell_len(bounds), len("[0.000, 1.000]"))
-        return max(cell_len(interval.group(1)), narrow)
-    return min(cell_len(cell), FOLD_WIDTH)
+        narrow = cell_width(bounds) if _BOUNDS.fullmatch(bounds) else min(cell_width(bounds), len("[0.000, 1.000]"))
+        return max(cell_width(interval.group(1)), narrow)
+    return min(cell_width(cell), FOLD_WIDTH)
 
 
-def _interval_split(cell: str, width: int, cell_len: Any) -> str:
-    interval = _INTERVAL.fullmatch(cell)
-    return f"{interval.group(1)}\n{interval.group(2)}" if interval and cell_len(cell) > width else cell
+def _interval_split(cell: str, width: int) -> str:
+    interval = _INTERVAL.fullmatch(cell) if "[" in cell else None
+    return f"{interval.group(1)}\n{interval.group(2)}" if interval and cell_width(cell) > width else cell
 
 
 def _fitted(need: dict[str, int], whole: dict[str, int], natural: dict[str, int], width: int | None) -> dict[str, int]:
