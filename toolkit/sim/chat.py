@@ -246,15 +246,23 @@ async def read_json(request: web.Request) -> Any:
         raise ChatError(400, "We could not parse the JSON body of your request.") from None
 
 
+async def until(deadline: float) -> None:
+    """Sleep until ``deadline`` on the loop's clock (at once when it has passed)."""
+    await asyncio.sleep(max(0.0, deadline - asyncio.get_running_loop().time()))
+
+
 async def chat_handler(request: web.Request) -> web.Response:
     provider = request.app[PROVIDER]
     config = provider.config
+    # The reply leaves ``latency_ms`` after the request came in: the simulator's own work is part of the
+    # model's latency, as a provider's is, instead of adding to it when many replies fall due at once.
+    due = asyncio.get_running_loop().time() + config.latency_ms / 1000
     try:
         body = await read_json(request)
     except ChatError as error:
         provider.stats.received(None)
         provider.stats.fault(error.fault)
-        await asyncio.sleep(config.latency_ms / 1000)
+        await until(due)
         return json_reply(error.status, error.body())
     name = body.get("model") if isinstance(body, dict) and isinstance(body.get("model"), str) else None
     provider.stats.received(name)
@@ -263,7 +271,7 @@ async def chat_handler(request: web.Request) -> web.Response:
         model, messages = provider.validate(body)
     except ChatError as error:
         provider.stats.fault(error.fault)
-        await asyncio.sleep(config.latency_ms / 1000)
+        await until(due)
         return json_reply(error.status, error.body())
     wait = provider.bucket.take() if provider.bucket is not None else 0.0
     if wait > 0:  # over the request-rate limit: refused at once, like a provider's gateway does
@@ -278,7 +286,12 @@ async def chat_handler(request: web.Request) -> web.Response:
         await provider.hold(config.timeout_hold_s)
         return json_reply(504, error_body("The server timed out waiting for the model.", "server_error", "timeout"),
                           {"x-sim-fault": "timeout"})
-    await asyncio.sleep(config.latency_ms / 1000)
+    completion = reply = None
+    if fault in (None, "bad_json"):  # made while the latency runs
+        completion = provider.complete(model, body, messages, detail if fault == "bad_json" else None)
+        reply = json_reply(200, completion.body,
+                           {"x-sim-fault": f"bad_json:{completion.bad_json}"} if completion.bad_json else None)
+    await until(due)
     if fault == "429":
         provider.stats.fault("429")
         wait = config.retry_after_s
@@ -290,12 +303,11 @@ async def chat_handler(request: web.Request) -> web.Response:
         status = detail.choice((500, 502, 503))
         return json_reply(status, error_body(f"The simulated server had an error ({status}).", "server_error", None),
                           {"x-sim-fault": "5xx"})
-    completion = provider.complete(model, body, messages, detail if fault == "bad_json" else None)
+    assert completion is not None and reply is not None
     if completion.bad_json:
         provider.stats.fault("bad_json", completion.bad_json)
     provider.stats.served(model.name, messages)
-    headers = {"x-sim-fault": f"bad_json:{completion.bad_json}"} if completion.bad_json else None
-    return json_reply(200, completion.body, headers)
+    return reply
 
 
 async def models_handler(request: web.Request) -> web.Response:
