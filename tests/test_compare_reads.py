@@ -1,6 +1,7 @@
 """What the analysis commands check before reading: only the tables they read. A run whose damaged file is in
-a table ``compare`` never reads is still compared; one whose decisions are damaged is left out, with one
-line. Real processes against real Delta tables."""
+a table ``compare`` never reads is still compared (its decisions too, when its scores are stored: compare
+reads those); one whose case scores are damaged is left out, with one line. Real processes against real Delta
+tables."""
 
 from __future__ import annotations
 
@@ -57,8 +58,8 @@ def test_a_damaged_table_compare_never_reads_costs_no_run(two_runs: Path, tmp_pa
 
 
 def test_a_damaged_table_compare_reads_leaves_its_run_out(two_runs: Path, tmp_path: Path) -> None:
-    store = _truncate_run_file(two_runs, "decisions", "r1", tmp_path)
+    store = _truncate_run_file(two_runs, "case_scores", "r1", tmp_path)
     done = bedside("compare", "--all", "--store", store, "--format", "json", "--samples", "200")
     assert _leaderboard(done) == ["r0"]
     lines = done.stderr.strip().splitlines()
-    assert lines[0].startswith("bedside: warning: run 'r1' left out: ") and "decisions" in lines[0], done.stderr
+    assert lines[0].startswith("bedside: warning: run 'r1' left out: ") and "case_scores" in lines[0], done.stderr

@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from toolkit import scoring
+from toolkit.analysis._blas import product
 from toolkit.protocol import CI_HIGH, CI_LOW
 from toolkit.scoring import PASS_TOLERANCE
 
@@ -205,7 +206,7 @@ class Statistics:
         rows = values[0].shape[0] if values else 0
         # The values and their moment products resampled in one product per benchmark.
         stacked = [np.vstack([v, moment_products(v)]) for v in values]
-        means = [np.hstack([m.mean(axis=1)[:, None], (m @ c) / m.shape[1]]) for m, c in zip(stacked, counts)]
+        means = [np.hstack([m.mean(axis=1)[:, None], product(m, c) / m.shape[1]]) for m, c in zip(stacked, counts)]
         self.both = [m[:rows] for m in means]  # column 0: the sample, then one column per resample
         self.both_second = [m[rows:] for m in means]
         self.point = [m[:, :1] for m in self.both]

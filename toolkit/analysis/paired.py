@@ -37,6 +37,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from toolkit.analysis._blas import product
 from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, CI_HIGH, CI_LOW, check_samples, check_seed
 
 _DRAW_CHUNK = 1 << 16  # indices drawn at once (512 KB): reused memory, where a large tensor is fresh pages each draw
@@ -80,7 +81,7 @@ class SharedResamples:
 
     def stratum_sums(self, values: np.ndarray, stratum: int) -> np.ndarray:
         """(k, samples): each resample's sum over the stratum's cases of every row of ``values`` (k, N)."""
-        return np.ascontiguousarray(values[:, self.slices[stratum]]) @ self.counts[stratum]
+        return product(np.ascontiguousarray(values[:, self.slices[stratum]]), self.counts[stratum])
 
     def stratum_ratio(self, num: np.ndarray, den: np.ndarray, stratum: int) -> np.ndarray:
         """(k, samples): resampled sum(num) / sum(den) within one stratum (NaN where sum(den) is 0)."""

@@ -24,6 +24,7 @@ from statistics import NormalDist
 import numpy as np
 
 from toolkit import _process
+from toolkit.analysis._blas import product
 from toolkit.analysis.items import wilson_interval
 from toolkit.protocol import CI_HIGH, CI_LOW
 
@@ -184,7 +185,7 @@ def case_bootstrap(per_case: np.ndarray, statistic, samples: int, seed: int) -> 
     for start in range(0, samples, 2000):  # bounded memory: 2000 x cases weights at a time
         weights = rng.multinomial(rows.shape[0], np.full(rows.shape[0], 1 / rows.shape[0]),
                                   size=min(2000, samples - start))
-        values.append(statistic(weights @ rows))
+        values.append(statistic(product(weights, rows)))
     drawn = np.concatenate(values)
     drawn = drawn[~np.isnan(drawn)]
     if drawn.size < samples / 2:

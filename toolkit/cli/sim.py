@@ -21,7 +21,7 @@ def sim() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Loopback address to bind.")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 picks a free port.")
 @click.option("--latency-ms", type=click.FloatRange(0.0), default=0.0, show_default=True,
-              help="Delay before every reply.")
+              help="Time from a request to its reply (the simulator's own work included).")
 @click.option("--rate-429", type=_RATE, default=0.0, show_default=True, help="Share of calls answered 429.")
 @click.option("--rate-5xx", type=_RATE, default=0.0, show_default=True, help="Share answered 500/502/503.")
 @click.option("--rate-bad-json", type=_RATE, default=0.0, show_default=True,
