@@ -297,13 +297,16 @@ def test_a_truncated_part_file_costs_its_run_not_the_store(inputs, clean, tmp_pa
         for key in VOLATILE:
             item.pop(key, None)
     assert found == {"f0": clean["f0"], "f2": clean["f2"]}
-    code, out, err = bedside("compare", "--all", "--store", st, "--format", "json", "--samples", "200")
-    assert code == 0 and str(victim) in err, err
-    assert {r["run_id"] for r in json.loads(out)["leaderboard"]} == {"f0", "f2"}
     code, _, err = bedside("export", "--run", "f0", "--out", tmp_path / "f0.jsonl", "--store", st)
     assert code == 0, err
     code, _, err = bedside("summary", "--run", "f1", "--store", st, "--json")
     assert code == 1 and str(victim) in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    # compare reads the stored case scores (not decisions) under the default judge: damage one of those.
+    scores = Store.open(st).files("case_scores", "f1")[0]
+    scores.write_bytes(scores.read_bytes()[: scores.stat().st_size // 2])
+    code, out, err = bedside("compare", "--all", "--store", st, "--format", "json", "--samples", "200")
+    assert code == 0 and str(scores) in err, err
+    assert {r["run_id"] for r in json.loads(out)["leaderboard"]} == {"f0", "f2"}
 
 
 def test_a_new_store_whose_marker_another_creator_is_writing_is_one(tmp_path: Path) -> None:

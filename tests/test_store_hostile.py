@@ -82,17 +82,18 @@ def _edit_log(table: Path, change) -> None:
 def test_a_live_write_whose_rows_left_the_log_is_damaged_not_zero(two_runs: Path, tmp_path: Path) -> None:
     st = tmp_path / "store"
     subprocess.run(["cp", "-a", str(two_runs), str(st)], check=True)
-    _edit_log(st / "decisions", lambda a: None if "add" in a and "part=f1" in a["add"]["path"] else a)
+    for table in ("decisions", "case_scores"):  # compare reads the stored case scores, summary the decisions
+        _edit_log(st / table, lambda a: None if "add" in a and "part=f1" in a["add"]["path"] else a)
     before = checksum(st)
     compared = bedside("compare", "--all", "--store", st, "--format", "json")
     assert compared.returncode == 0, compared.stderr
     warnings = compared.stderr.strip().splitlines()
     assert len(warnings) == 1 and warnings[0].startswith("bedside: warning: run 'f1' left out: "), compared.stderr
-    assert "decisions" in warnings[0] and "cannot be found" in warnings[0], warnings
+    assert "case_scores" in warnings[0] and "cannot be found" in warnings[0], warnings
     assert [r["run_id"] for r in json.loads(compared.stdout)["leaderboard"]] == ["f0"]
-    one_line(bedside("summary", "--run", "f1", "--store", st), "'f1'", "decisions", "cannot be found")
+    one_line(bedside("summary", "--run", "f1", "--store", st), "'f1'", "cannot be found")
     listing = bedside("runs", "--store", st)
-    assert listing.returncode == 0 and "f1: damaged: " in listing.stdout and "decisions" in listing.stdout
+    assert listing.returncode == 0 and "f1: damaged: " in listing.stdout and "cannot be found" in listing.stdout
     assert checksum(st) == before
 
 

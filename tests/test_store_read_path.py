@@ -71,7 +71,12 @@ def test_a_read_command_loads_no_pyarrow_compute_parquet_or_ssl(two_runs: Store)
     assert set(json.loads(done.stdout.strip().rsplit("\n", 1)[0])) == {"r0", "r1"}
 
 
-@pytest.mark.parametrize("table", ["decisions", "runs", "cases"])
+# Each table with commands that read it (compare reads stored scores, not decisions, under the default judge).
+_READERS = {"decisions": (["summary", "--all"], ["items", "--all"]),
+            **{t: (["compare", "--all"], ["summary", "--all"]) for t in ("case_scores", "runs", "cases")}}
+
+
+@pytest.mark.parametrize("table", list(_READERS))
 def test_a_damaged_transaction_log_is_one_line_naming_it(demo_store: Path, tmp_path: Path, capsys,
                                                           table: str) -> None:
     import shutil
@@ -82,7 +87,7 @@ def test_a_damaged_transaction_log_is_one_line_naming_it(demo_store: Path, tmp_p
     shutil.copytree(demo_store, copy)
     logs = sorted((copy / table / "_delta_log").glob("*.json"))
     logs[-1].write_text("garbage{\n")  # the newest commit of the table is unreadable
-    for command in (["compare", "--all"], ["summary", "--all"]):
+    for command in _READERS[table]:
         assert main([*command, "--store", str(copy)]) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "internal error" not in err, err
