@@ -17,12 +17,11 @@ import json
 
 import polars as pl
 
+from toolkit.listing import CALL_COLUMNS, call_tokens
 from toolkit.prices import PriceTable, cost_text
 from toolkit.selection import RunData
 
-TOKEN_COLUMNS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
-COST_COLUMNS = ("run_id", "kind", "model", "calls", "unreported", "prompt_tokens", "completion_tokens",
-                "reasoning_tokens", "usd")
+COST_COLUMNS = (*CALL_COLUMNS, "usd")
 
 
 def batch_mode(steps: str | None, settings: str | None) -> bool | None:
@@ -41,36 +40,22 @@ def batch_mode(steps: str | None, settings: str | None) -> bool | None:
     return None if len(modes) > 1 else modes.pop()
 
 
-def _calls(frame: pl.DataFrame, kind: str, model: str, text: str) -> pl.DataFrame:
-    """Per run and model: calls, calls that replied without usage, token sums."""
-    reported = pl.col("prompt_tokens").is_not_null() | pl.col("completion_tokens").is_not_null()
-    replied = pl.col("error").is_null() | pl.col(text).is_not_null() if text in frame.columns else \
-        pl.col("error").is_null()
-    return (frame.filter(reported | replied)
-            .group_by("run_id", pl.col(model).alias("model"))
-            .agg(pl.len().cast(pl.Int64).alias("calls"),
-                 (~reported).sum().cast(pl.Int64).alias("unreported"),
-                 *(pl.col(c).fill_null(0).sum().cast(pl.Int64).alias(c) for c in TOKEN_COLUMNS))
-            .with_columns(kind=pl.lit(kind)))
-
-
 def call_costs(data: RunData, prices: PriceTable) -> pl.DataFrame:
     """One row per run, kind ("answer", "judge") and model: ``COST_COLUMNS`` (``usd`` null where unknown)."""
-    answers = data.answers
-    if "answer_model" in answers.columns:
-        answers = answers.join(data.runs.select("run_id", pl.col("answer_model").alias("_run_model")), on="run_id",
-                               how="left").with_columns(answer_model=pl.coalesce("answer_model", "_run_model"))
-    parts = [_calls(answers, "answer", "answer_model", "answer"),
-             _calls(data.judgments, "judge", "judge_model", "raw_reply")]
-    frame = pl.concat([p.select(COST_COLUMNS[:-1]) for p in parts]).sort("run_id", "kind", "model")
-    batch = {r: batch_mode(st, se) for r, st, se in data.runs.select("run_id", "steps", "settings").iter_rows()}
+    return priced_calls(call_tokens(data), data.runs, prices)
+
+
+def priced_calls(calls: pl.DataFrame, runs: pl.DataFrame, prices: PriceTable) -> pl.DataFrame:
+    """``calls`` (``toolkit.listing.call_tokens`` rows) with their ``usd``, priced at each run's rates (its
+    ``runs`` row's steps and settings)."""
+    batch = {r: batch_mode(st, se) for r, st, se in runs.select("run_id", "steps", "settings").iter_rows()}
     usd = []
-    for row in frame.iter_rows(named=True):
+    for row in calls.iter_rows(named=True):
         mode = batch.get(row["run_id"], False)
         usd.append(None if row["unreported"] or mode is None else
                    prices.dollars(row["model"], row["prompt_tokens"], row["completion_tokens"],
                                   row["reasoning_tokens"], mode))
-    return frame.with_columns(usd=pl.Series(usd, dtype=pl.Float64))
+    return calls.with_columns(usd=pl.Series(usd, dtype=pl.Float64))
 
 
 def usd_per_call(costs: pl.DataFrame) -> dict[str, float | None]:
@@ -87,12 +72,16 @@ def run_costs(data: RunData, prices: PriceTable) -> pl.DataFrame:
     """Per run of ``data.runs`` (in its order): answer and judge calls, tokens (null when some call did not report
     them), ``answer_usd``, ``judge_usd``, ``usd`` (null unless every part is priced), USD per answer call and
     per judge call, and ``cost``: the dollars, else the tokens, as ``toolkit.prices.cost_text`` shows them."""
-    calls = call_costs(data, prices)  # sorted by run and kind: each run's rows of a kind are one slice
+    return costs_of_runs(call_costs(data, prices), data.runs["run_id"].to_list())
+
+
+def costs_of_runs(calls: pl.DataFrame, run_ids: list[str]) -> pl.DataFrame:
+    """``run_costs`` of ``run_ids`` from their priced calls (``call_costs`` rows, sorted by run and kind)."""
     spans: dict[tuple[str, str], list[int]] = {}
     for i, key in enumerate(zip(calls["run_id"].to_list(), calls["kind"].to_list())):
         spans.setdefault(key, [i, 0])[1] += 1
     rows = []
-    for run_id in data.runs["run_id"].to_list():
+    for run_id in run_ids:
         mine = {kind: calls.slice(*spans.get((run_id, kind), (0, 0))) for kind in ("answer", "judge")}
         row: dict = {"run_id": run_id}
         known_tokens = all(part["unreported"].sum() == 0 for part in mine.values())
