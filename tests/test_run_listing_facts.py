@@ -130,3 +130,24 @@ def _without_times(text: str, args: list[str]) -> object:
                 for r in json.loads(text)]
     import re
     return re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d", "TIME", text)
+
+
+def test_the_listing_still_names_a_damaged_run_whose_facts_are_stored(store: Store, sample_dataset) -> None:
+    for run_id, seed in (("a", 1), ("b", 2), ("c", 3)):
+        _run(store, sample_dataset, run_id, seed)
+    assert None not in _stored_facts(store).values()
+    for entry in sorted((store.root / "decisions" / "_delta_log").glob("*.json")):  # a's decisions leave the log
+        actions = [json.loads(line) for line in entry.read_text().splitlines() if line.strip()]
+        entry.write_text("".join(json.dumps(a) + "\n" for a in actions
+                                 if not ("add" in a and "part=a" in a["add"]["path"])))
+    truncated = next((store.root / "case_scores").glob("part=b/*.parquet"))
+    truncated.chmod(0o644)
+    truncated.write_bytes(truncated.read_bytes()[:50])
+    done = bedside_process(["runs", "--store", str(store.root)])
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if ": damaged: " in line]
+    damaged = dict(line.split(": damaged: ", 1) for line in lines)
+    assert set(damaged) == {"a", "b"} and "decisions" in damaged["a"] and "cannot be found" in damaged["a"]
+    assert "case_scores" in damaged["b"] and "50 bytes" in damaged["b"]
+    listed = json.loads(bedside_process(["runs", "--store", str(store.root), "--json"]).stdout)
+    assert {r["run_id"]: r["completed"] is None for r in listed} == {"a": True, "b": True, "c": False}
