@@ -10,7 +10,7 @@ import pytest
 
 from tests import reference_model as rm
 from tests.conftest import SAMPLE
-from toolkit.analysis.run_list import list_runs
+from toolkit.listing.run_list import list_runs
 from toolkit.cli import main
 from toolkit import score_tables
 from toolkit.store import Store, transaction

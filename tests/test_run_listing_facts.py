@@ -13,7 +13,7 @@ import pytest
 from tests import analysis_sim
 from tests.test_cli_process import bedside_process
 from toolkit import score_tables
-from toolkit.analysis.run_list import computed_facts
+from toolkit.listing.run_list import computed_facts
 from toolkit.listing import load_facts
 from toolkit.sql._query import connect
 from toolkit.store import Store, transaction

@@ -3,7 +3,7 @@ failure causes and token sums. The store's scorer stores these facts in the run'
 each commit, and the listing computes them here for a run that has none stored: one implementation for both.
 
 Dollars are not facts of the rows: they come from the price table when the run is listed
-(``toolkit.analysis.costs``).
+(``toolkit.listing.pricing``). ``toolkit.listing.run_list`` is the listing itself.
 """
 
 from __future__ import annotations

@@ -3,15 +3,16 @@
 What is listed of a run comes from ``toolkit.listing`` (case coverage, judges, failure causes, token sums): as
 its latest commit stored them in its ``runs`` row, so that the listing reads the runs table alone, else (a run
 written before they were stored) computed here by the same code. Dollars come from the price table
-(``toolkit.analysis.costs``); nothing is recounted here.
+(``toolkit.listing.pricing``); nothing is recounted here. Outside ``toolkit.analysis``: listing runs loads none
+of the analyses.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from toolkit.analysis.costs import costs_of_runs, priced_calls
 from toolkit.listing import LISTING, calls_frame, listing_facts, load_facts
+from toolkit.listing.pricing import costs_of_runs, priced_calls
 from toolkit.prices import PriceTable, load_prices
 from toolkit.selection import per_case, read_runs
 from toolkit.store import Store
@@ -30,7 +31,7 @@ def list_runs(store: Store, prices: PriceTable | str | None = None) -> list[dict
     """One dict per run, in creation order: ``LIST_COLUMNS`` plus ``dataset_sha256`` (full), ``created_at``,
     ``updated_at`` (full ISO times), ``judge_passes`` ({judge: [passes]}), ``failure_causes``
     ([{cause, cases, first_message}]), ``damaged`` (a damaged part file, else None; its counts are None) and
-    the cost (``toolkit.analysis.costs.run_costs``, priced by ``prices``: a table, its file, None for
+    the cost (as ``toolkit.analysis.costs.run_costs``, priced by ``prices``: a table, its file, None for
     ``$BEDSIDE_PRICES``): ``cost`` (dollars, else tokens), ``cost_usd``, ``answer_usd``, ``judge_usd``, ``tokens``."""
     table = load_prices(prices)
     ids = store.run_ids()
