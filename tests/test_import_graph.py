@@ -130,7 +130,7 @@ LAYERS: dict[str, int] = {
     "tables": 1, "prices": 1, "dataset": 2,
     "store": 3, "scoring": 3, "bootstrap": 3, "sim": 3,
     "selection": 4, "failures": 4,
-    "summary": 5, "labels": 5,
+    "summary": 5, "labels": 5, "listing": 5,
     "score_tables": 6, "analysis": 6,
     "sql": 7,
     "figures": 8, "collect": 8, "reference": 8,

@@ -10,8 +10,9 @@ import pytest
 
 from tests import reference_model as rm
 from tests.conftest import SAMPLE
-from toolkit.analysis.run_list import list_runs
+from toolkit.listing.run_list import list_runs
 from toolkit.cli import main
+from toolkit import score_tables
 from toolkit.store import Store, transaction
 
 # Fields that differ between two imports of the same rows (their times).
@@ -46,21 +47,29 @@ def _listed(store: Store) -> list[dict]:
 
 def test_the_listing_of_scored_runs_reads_no_decisions_and_equals_that_of_unscored_runs(
         tmp_path: Path, sample_dataset, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    _import_two(tmp_path, str(tmp_path / "scored"), sample_dataset)
+    _import_two(tmp_path, str(tmp_path / "listed"), sample_dataset)
+    with monkeypatch.context() as m:  # scores without the listing's facts, as the previous version stored them
+        m.setattr(score_tables, "listing_facts", lambda data, cases: {})
+        _import_two(tmp_path, str(tmp_path / "scored"), sample_dataset)
     monkeypatch.setattr(transaction, "_SCORERS", [])  # the base tables only, as an earlier version wrote them
     _import_two(tmp_path, str(tmp_path / "unscored"), sample_dataset)
     capsys.readouterr()
-    scored, unscored = Store.open(tmp_path / "scored"), Store.open(tmp_path / "unscored")
-    assert scored.unscored() == [] and sorted(unscored.unscored()) == ["a", "b"]
+    stores = {name: Store.open(tmp_path / name) for name in ("listed", "scored", "unscored")}
+    assert stores["scored"].unscored() == [] and sorted(stores["unscored"].unscored()) == ["a", "b"]
+    assert all(r["listing"] is None for r in stores["scored"].read("runs").iter_rows(named=True))
 
     reads = _spy(monkeypatch)
-    listed = _listed(scored)
+    listed = _listed(stores["listed"])
+    assert {t for t, _ in reads} == {"runs"}  # the facts its commits stored: no data table is read
+
+    reads.clear()
+    assert _listed(stores["scored"]) == listed  # computed from the stored case scores and the calls
     assert "decisions" not in [t for t, _ in reads]
     answers = [c for t, c in reads if t == "answers"]
     assert answers and all(c is not None and "answer_temperature" not in c for c in answers)
 
     reads.clear()
-    assert _listed(unscored) == listed  # computed from the decisions: the same counts, judges, causes, costs
+    assert _listed(stores["unscored"]) == listed  # computed from the decisions: the same counts, judges, causes, costs
     assert "decisions" in [t for t, _ in reads]
     a = next(r for r in listed if r["run_id"] == "a")
     assert a["failed"] > 0 and a["failure_causes"] and a["completed"] > 0

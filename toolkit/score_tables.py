@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import polars as pl
 
+from toolkit.listing import LISTING, dump_facts, listing_facts
 from toolkit.scoring import reliability_scores
 from toolkit.selection import (RunData, latest_valid_decisions, per_case, per_sample, read_columns, read_runs,
                                scored_passes)
@@ -81,7 +82,8 @@ def _null_nan(value: float) -> float | None:
 
 def score_commits(batch: list[tuple[Transaction, dict]]) -> list[dict | None]:
     """The store's scorer (``Store.score_with``): the score tables of each run as its transaction will commit
-    it, computed for all runs of one dataset at once; None for a run whose dataset is not stored (readers
+    it, and under "runs" the columns of its runs row it sets (``listing``: ``toolkit.listing.listing_facts``),
+    computed for all runs of one dataset at once; None for a run whose dataset is not stored (readers
     then say so). ValueError when some run's decisions do not fit the rubric (the store then scores the runs
     one by one)."""
     out: list[dict | None] = [None] * len(batch)
@@ -101,9 +103,13 @@ def score_commits(batch: list[tuple[Transaction, dict]]) -> list[dict | None]:
         data = RunData(runs, read("answers"), read("judgments"), read("decisions"),
                        store.read("cases", keys=[sha]), store.read("rubric_items", keys=[sha]))
         per_run: dict[str, dict] = {txn.run_id: {} for txn in txns}
-        for table, frame in score_tables(data).items():
+        tables = score_tables(data)
+        for table, frame in tables.items():
             for (run_id,), rows in frame.partition_by("run_id", as_dict=True, maintain_order=True).items():
                 per_run[run_id][table] = rows.to_arrow()
+        # What ``bedside runs`` lists of each run, from the same rows and case scores: stored in its runs row.
+        for run_id, facts in listing_facts(data, tables["case_scores"]).items():
+            per_run[run_id]["runs"] = {LISTING: dump_facts(facts)}
         for i, txn in zip(indices, txns):
             out[i] = per_run[txn.run_id]
     return out

@@ -120,6 +120,7 @@ RUNS = Table(
         _c("updated_at", UTF8, "ISO-8601 UTC time of the run's latest commit."),
         _c("write_ids", UTF8, "JSON object of the run's live write ids and the rows each committed by table (earlier "
            "stores: a JSON list of ids): the store's commit point (see below)."),
+        _c("listing", UTF8, "JSON of what `bedside runs` lists of the run, set in its latest commit (else null)."),
     ),
 )
 
@@ -334,7 +335,9 @@ LATER_SCORES = ("sample_scores", "reliability_scores")
 STORED: dict[str, Table] = {**TABLES, **SCORE_TABLES, **LABEL_TABLES}  # every table the store keeps
 # Columns added after stores were first written, with the value every older row holds: files that lack them
 # read as if they had them, and a table gains them on its next write; no migration step.
-FILLED: dict[str, int] = {SAMPLE.name: 0}
+FILLED: dict[str, int | None] = {SAMPLE.name: 0, "listing": None}
+# Runs columns the store's scorer sets in each commit (null when it did not: readers compute them).
+SCORED_RUN_COLUMNS = ("listing",)
 
 
 # Arrow is built through polars here: pyarrow's own conversions of Python values (pa.array, from_pylist,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from toolkit.listing import case_coverage
 from toolkit.selection import JudgeSelection, RunData, select_judgments
 
 FACT_COLUMNS = ("run_id", "answer_model", "judge_model", "passes", "dataset_sha256", "source", "completed", "failed",
@@ -32,37 +33,6 @@ def run_facts(data: RunData, selection: JudgeSelection, cases: pl.DataFrame) -> 
         .join(case_coverage(data, cases), on="run_id", how="left", maintain_order="left")
         .with_columns(pl.col("passes").fill_null(""))
         .select(FACT_COLUMNS)
-    )
-
-
-def case_coverage(data: RunData, cases: pl.DataFrame) -> pl.DataFrame:
-    """One row per run of ``data.runs``: run_id, ``completed`` the cases with a score (``cases`` is the
-    ``per_case`` frame); ``failed`` the cases of the run's dataset that were attempted (an answer or judge
-    row exists) but have no score under this selection; ``not_attempted`` the cases of its dataset without
-    any answer or judge row; ``benchmarks_missing`` the benchmarks of its dataset where it has no completed
-    case (sorted, comma-separated, "" when none). Reads answers and judgments, never decisions."""
-    completed = cases.group_by("run_id").agg(pl.len().cast(pl.Int64).alias("completed"))
-    in_dataset = data.runs.select("run_id", "dataset_sha256").join(
-        data.cases.select("dataset_sha256", "case_id", "benchmark"), on="dataset_sha256").drop("dataset_sha256")
-    attempted = pl.concat([data.answers.select("run_id", "case_id"), data.judgments.select("run_id", "case_id")]
-                          ).unique().join(in_dataset.drop("benchmark"), on=["run_id", "case_id"])
-    failed = attempted.join(cases.select("run_id", "case_id"), on=["run_id", "case_id"], how="anti").group_by(
-        "run_id").agg(pl.len().cast(pl.Int64).alias("failed"))
-    # attempted holds dataset cases only, each once: the rest of the dataset was not attempted
-    untouched = in_dataset.group_by("run_id").agg(pl.len().cast(pl.Int64).alias("not_attempted")).join(
-        attempted.group_by("run_id").agg(pl.len().cast(pl.Int64).alias("_tried")), on="run_id", how="left").select(
-        "run_id", pl.col("not_attempted") - pl.col("_tried").fill_null(0))
-    missing = in_dataset.select("run_id", "benchmark").unique().join(
-        cases.select("run_id", "benchmark").unique(), on=["run_id", "benchmark"], how="anti").group_by("run_id").agg(
-        pl.col("benchmark").sort().str.join(",").alias("benchmarks_missing"))
-    return (
-        data.runs.select("run_id")
-        .join(completed, on="run_id", how="left", maintain_order="left")
-        .join(failed, on="run_id", how="left", maintain_order="left")
-        .join(untouched, on="run_id", how="left", maintain_order="left")
-        .join(missing, on="run_id", how="left", maintain_order="left")
-        .with_columns(pl.col("completed").fill_null(0), pl.col("failed").fill_null(0),
-                      pl.col("not_attempted").fill_null(0), pl.col("benchmarks_missing").fill_null(""))
     )
 
 

@@ -27,7 +27,7 @@ def runs(ctx: click.Context, as_json: bool, store_dir: str | None, prices_file: 
     import polars as pl
 
     from toolkit.inputs import dumps
-    from toolkit.analysis.run_list import list_runs
+    from toolkit.listing.run_list import list_runs
 
     store = open_store(store_dir)
     listed = list_runs(store, prices_file)
@@ -69,7 +69,7 @@ def rm_cmd(ctx: click.Context, run_ids: tuple[str, ...], yes: bool, store_dir: s
     """Remove runs (their answers, judgments and decisions); asks first unless --yes."""
     from toolkit.sql import follow_commits
     follow_commits()  # registered `bedside db` files follow the removal
-    from toolkit.analysis.run_list import removal_counts
+    from toolkit.listing.run_list import removal_counts
     from toolkit.store.runs_ops import delete_run
 
     store = _store(ctx, store_dir)

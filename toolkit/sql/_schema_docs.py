@@ -39,7 +39,7 @@ def markdown() -> str:
         "collections: read the store through `toolkit.store` (`Store.files(table)` lists the live files),",
         "`bedside sql`, `bs.connect(store)` or the database file of `bedside db`, all of which apply this rule.",
         "`Store.version()` is the `runs` table's Delta version. The views and the database file show the tables'",
-        "columns below, without the storage columns `write_id`, `part` and `runs.write_ids`.",
+        "columns below, without the storage columns `write_id`, `part`, `runs.write_ids` and `runs.listing`.",
         "",
         "Committed files are never changed: a commit makes the data files it adds read-only on disk (mode 0444;",
         "deleting them, as a vacuum does, still works), and the connection `bs.connect(store)` hands out refuses",

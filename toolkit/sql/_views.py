@@ -23,8 +23,9 @@ from toolkit.selection import JudgeSelection
 from toolkit.summary import SummaryOptions
 from toolkit.tables import FILLED, LATER_SCORES, SCORE_TABLES, STORED, TABLES
 
-# Storage columns the views leave out: ``runs.write_ids`` is the store's commit point, not data.
-HIDDEN = {"runs": ("write_ids",)}
+# Storage columns the views leave out: ``runs.write_ids`` is the store's commit point, ``runs.listing`` what
+# ``bedside runs`` lists of the run, kept for it: neither is data.
+HIDDEN = {"runs": ("write_ids", "listing")}
 _DUCK_TYPES = {"string": "VARCHAR", "int32": "INTEGER", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN"}
 INTERNAL = "_bedside"
 _CI = {"benchmark_scores": (("ci_low", "DOUBLE", "Bootstrap 95% interval, low end (from run_intervals; null when "

@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 
 from toolkit.store import commits, delta, live as writes, location, locks, parquet, transaction
-from toolkit.store.delta import PART, SCORES
+from toolkit.store.delta import PART
 from toolkit.store.location import ObjectPath
 from toolkit.store.locks import run_lock, store_lock
 from toolkit.store.paths import (StoreError, check_store_folder, claim_store_folder, default_store_path, new_run_id,
@@ -39,11 +39,7 @@ class _Snapshot:
 
     def live(self, table: str | None = None) -> dict[str, set[str]]:
         """part -> the write ids whose rows of ``table`` are visible (a score table: the scores write only)."""
-        parts = self.runs.column(PART).to_pylist()
-        ids = self.runs.column("write_ids").to_pylist()
-        if table in SCORES:
-            return {p: {w} if (w := writes.scores_write(writes.parse(t))) else set() for p, t in zip(parts, ids)}
-        return {p: set(writes.parse(w)) for p, w in zip(parts, ids)}
+        return {p: writes.visible(w, table) for p, w in self.live_writes().items()}
 
     def live_writes(self) -> dict[str, writes.Writes]:
         """part -> the run's live writes with the rows each committed (where recorded)."""

@@ -11,6 +11,7 @@ rows, and so wrong numbers, without a word.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,14 @@ def scores_write(writes: Writes) -> str | None:
     version: readers compute its scores)."""
     found = [w for w, rows in writes.items() if rows and SCORES[-1] in rows]
     return found[-1] if found else None
+
+
+def visible(writes: Writes, table: str | None) -> set[str]:
+    """The write ids whose rows of ``table`` are visible: a score table's, the scores write's alone."""
+    if table in SCORES:
+        found = scores_write(writes)
+        return {found} if found else set()
+    return set(writes)
 
 
 def without_scores(writes: Writes) -> Writes:
@@ -112,9 +121,10 @@ def damaged(store: Any, run_ids: list[str] | None = None, tables: tuple[str, ...
     return out
 
 
-def lost_in(store: Any, snap: Any, tables: tuple[str, ...], run_ids: list[str] | None) -> dict[str, str]:
+def lost_in(store: Any, snap: Any, tables: tuple[str, ...], run_ids: list[str] | None,
+            writes_of: dict[str, Writes] | None = None) -> dict[str, str]:
     """Run id -> the line naming a table of ``store`` that lacks rows of one of its live writes in the
-    snapshot ``snap`` (``lost``)."""
+    snapshot ``snap`` (``lost``; ``writes_of``: its ``live_writes`` when parsed already)."""
     loaded = {}
     for table in tables:
         path = store._path(table)
@@ -122,27 +132,36 @@ def lost_in(store: Any, snap: Any, tables: tuple[str, ...], run_ids: list[str] |
         loaded[table] = (found, path)
     by_part = dict(zip(snap.runs.column(PART).to_pylist(), snap.runs.column("run_id").to_pylist()))
     parts = None if run_ids is None else {_part(r) for r in run_ids}
-    return lost(loaded, by_part, snap.live_writes(), parts)
+    return lost(loaded, by_part, snap.live_writes() if writes_of is None else writes_of, parts)
 
 
 def _damaged(store: Any, snap: Any, run_ids: list[str] | None, tables: tuple[str, ...]) -> dict[str, str]:
     by_part = dict(zip(snap.runs.column(PART).to_pylist(), snap.runs.column("run_id").to_pylist()))
     run_ids = None if run_ids is None else [store._canon(r, snap) for r in run_ids]
     wanted = None if run_ids is None else {_part(r) for r in run_ids}
+    writes_of = snap.live_writes()  # parsed once for every table (a store of many runs has many rows)
     out: dict[str, str] = {}
     for table in tables:
-        listed = _sizes(store._path(table)) if isinstance(store.root, ObjectPath) else None
-        for path, part, size in store._data_files(snap, table, None):
-            if (wanted is not None and part not in wanted) or by_part.get(part) in out:
+        path = store._path(table)
+        actions = delta.actions_as_of(path, snap.as_of)
+        if actions is None:
+            continue
+        listed = _sizes(path) if isinstance(store.root, ObjectPath) else None
+        live = {p: visible(w, table) for p, w in writes_of.items()}
+        for file, part, size in delta.files_of(actions, path, wanted, live):
+            if by_part.get(part) in out:
                 continue
             if listed is not None:
-                actual = listed.get(str(path))
+                actual = listed.get(str(file))
             else:
-                actual = path.stat().st_size if path.exists() else None
+                try:
+                    actual = os.stat(file).st_size
+                except (FileNotFoundError, NotADirectoryError):  # as Path.exists says so
+                    actual = None
             if actual != size:
                 what = "missing" if actual is None else f"{actual} bytes, its commit recorded {size}"
-                out[by_part[part]] = f"{path}: damaged part file ({what})"
-    for run_id, problem in lost_in(store, snap, tables, run_ids).items():
+                out[by_part[part]] = f"{file}: damaged part file ({what})"
+    for run_id, problem in lost_in(store, snap, tables, run_ids, writes_of).items():
         out.setdefault(run_id, problem)
     return out
 

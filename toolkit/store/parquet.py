@@ -69,7 +69,7 @@ def read_files(files: list[Path], table: str, columns: list[str]) -> pl.DataFram
                                         glob=False, missing_columns="insert", extra_columns="ignore").collect()
                 frame = pl.concat([rest, added], how="horizontal")
                 return frame.select(columns).with_columns(
-                    [pl.col(c).fill_null(FILLED[c]) for c in filled]).cast(types)
+                    [pl.col(c).fill_null(pl.lit(FILLED[c], dtype=types[c])) for c in filled]).cast(types)
             except Exception:  # noqa: BLE001 - as above
                 pass
     parts = [_read_one(f, table, columns) for f in files]

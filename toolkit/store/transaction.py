@@ -37,7 +37,7 @@ from toolkit.store.disk import SLACK, NoSpace, room
 from toolkit.store.paths import StoreError, new_run_id, now_iso, part_of
 from toolkit.store.sweep import free_files, remove_tree, sweep
 from toolkit.store.rows import Rows
-from toolkit.tables import TABLES, constant, to_arrow
+from toolkit.tables import SCORED_RUN_COLUMNS, TABLES, constant, to_arrow
 
 if TYPE_CHECKING:
     import polars as pl
@@ -298,8 +298,10 @@ def read_together(txns: list[Transaction], table: str, columns: list[str] | None
 
 def _score(items: list[tuple[Transaction, dict[str, Any], writes.Writes]]) -> None:
     """Add the score rows of each run as its commit will show it (``Scorer``: one computation for all, one data
-    commit per score table), if a scorer is registered. ``items``: (transaction, its runs row, the live
-    writes the commit keeps)."""
+    commit per score table), if a scorer is registered, and set the runs row's ``SCORED_RUN_COLUMNS`` it gives
+    (under "runs"; null otherwise). ``items``: (transaction, its runs row, the live writes the commit keeps)."""
+    for _, row, _ in items:  # set anew by each commit: a value an older commit set would not fit its rows
+        row.update(dict.fromkeys(SCORED_RUN_COLUMNS))
     if not _SCORERS:
         return
     for txn, _, live in items:
@@ -309,7 +311,13 @@ def _score(items: list[tuple[Transaction, dict[str, Any], writes.Writes]]) -> No
     finally:
         for txn, _, _ in items:
             txn.showing = set()
-    adding = [(txn, rows) for (txn, _, _), rows in zip(items, scored) if rows]
+    adding = []
+    for (txn, row, _), rows in zip(items, scored):
+        rows = dict(rows or {})
+        # The runs row's columns the scorer sets: stored as given, in this commit's runs row.
+        row.update({c: v for c, v in rows.pop("runs", {}).items() if c in SCORED_RUN_COLUMNS})
+        if rows:
+            adding.append((txn, rows))
     if adding:
         add_rows(adding)
 

@@ -1,17 +1,18 @@
 """The runs of a store at a glance (``bedside runs``), and what removing one would remove.
 
-Counts come from ``toolkit.analysis.runs.case_coverage`` (the same completed / failed / not-attempted
-cases the comparison shows), failure causes from ``toolkit.failures`` and costs from
-``toolkit.analysis.costs``; nothing is recounted here.
+What is listed of a run comes from ``toolkit.listing`` (case coverage, judges, failure causes, token sums): as
+its latest commit stored them in its ``runs`` row, so that the listing reads the runs table alone, else (a run
+written before they were stored) computed here by the same code. Dollars come from the price table
+(``toolkit.listing.pricing``); nothing is recounted here. Outside ``toolkit.analysis``: listing runs loads none
+of the analyses.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-from toolkit.analysis.costs import run_costs
-from toolkit.analysis.runs import case_coverage
-from toolkit.failures import causes_by_run, failed_cases
+from toolkit.listing import LISTING, calls_frame, listing_facts, load_facts
+from toolkit.listing.pricing import costs_of_runs, priced_calls
 from toolkit.prices import PriceTable, load_prices
 from toolkit.selection import per_case, read_runs
 from toolkit.store import Store
@@ -20,7 +21,7 @@ from toolkit.tables import RUN_TABLES
 LIST_COLUMNS = ("run_id", "source", "answer_model", "judges", "dataset", "completed", "failed", "not_attempted",
                 "created", "updated")
 
-# What the listing looks at: case coverage, judges and passes, failure causes, tokens (analysis.costs).
+# What the listing looks at: case coverage, judges and passes, failure causes, tokens (toolkit.listing).
 _CALLS = ["run_id", "case_id", "sample", "seq", "error", "prompt_tokens", "completion_tokens", "reasoning_tokens"]
 LIST_READ = {"answers": [*_CALLS, "answer_model"], "judgments": [*_CALLS, "judge_model", "judge_pass"],
              "case_scores": ["run_id", "case_id", "benchmark"]}
@@ -30,43 +31,28 @@ def list_runs(store: Store, prices: PriceTable | str | None = None) -> list[dict
     """One dict per run, in creation order: ``LIST_COLUMNS`` plus ``dataset_sha256`` (full), ``created_at``,
     ``updated_at`` (full ISO times), ``judge_passes`` ({judge: [passes]}), ``failure_causes``
     ([{cause, cases, first_message}]), ``damaged`` (a damaged part file, else None; its counts are None) and
-    the cost (``toolkit.analysis.costs.run_costs``, priced by ``prices``: a table, its file, None for
+    the cost (as ``toolkit.analysis.costs.run_costs``, priced by ``prices``: a table, its file, None for
     ``$BEDSIDE_PRICES``): ``cost`` (dollars, else tokens), ``cost_usd``, ``answer_usd``, ``judge_usd``, ``tokens``."""
     table = load_prices(prices)
     ids = store.run_ids()
     if not ids:
         return []
     damaged = store.damaged(ids)
-    readable = [r for r in ids if r not in damaged]
     runs = store.read("runs", ids).unique("run_id", keep="last", maintain_order=True)
-    facts: dict[str, dict] = {}
-    costs: dict[str, dict] = {}
-    judges: dict[str, dict[str, list[int]]] = {}
-    causes_of_run: dict = {}
-    if readable:
-        # Stored case scores: the counts need no decisions, nor most columns; else every run is scored here.
-        stored = not store.unscored(readable)
-        data = read_runs(store, readable, texts=False, decisions=not stored, columns=LIST_READ if stored else None)
-        facts = {r["run_id"]: r for r in case_coverage(data, per_case(data)).iter_rows(named=True)}
-        costs = {r["run_id"]: r for r in run_costs(data, table).iter_rows(named=True)}
-        passes = (data.judgments.group_by("run_id", "judge_model")
-                  .agg(pl.col("judge_pass").unique().sort()).sort("run_id", "judge_model"))
-        for run_id, judge, numbers in passes.iter_rows():
-            judges.setdefault(run_id, {})[judge] = list(numbers)
-        # Every run's, in one pass, over the cases with an error row (a failed case has one: the same result).
-        key = ["run_id", "case_id"]
-        erred = pl.concat([f.filter(pl.col("error").is_not_null()).select(key) for f in (data.answers, data.judgments)]
-                          ).unique()
-        causes_of_run = causes_by_run(failed_cases(data.answers.join(erred, on=key, how="semi"),
-                                                   data.judgments.join(erred, on=key, how="semi")))
+    readable = runs.filter(~pl.col("run_id").is_in(list(damaged)))
+    facts = {r: load_facts(text) for r, text in readable.select("run_id", LISTING).iter_rows() if text is not None}
+    unlisted = [r for r in readable["run_id"].to_list() if r not in facts]
+    if unlisted:
+        facts.update(computed_facts(store, unlisted))
+    calls = priced_calls(calls_frame(facts), readable, table)
+    costs = {r["run_id"]: r for r in costs_of_runs(calls, readable["run_id"].to_list()).iter_rows(named=True)}
     out = []
     for run in runs.iter_rows(named=True):
         run_id = run["run_id"]
         fact = facts.get(run_id, {})
-        by_judge = judges.get(run_id, {})
+        by_judge = fact.get("judge_passes") or {}
         if not by_judge and run["judge_model"]:
             by_judge = {run["judge_model"]: []}
-        causes = causes_of_run.get(run_id, []) if fact.get("failed") else []
         cost = costs.get(run_id, {})
         out.append({
             "run_id": run_id, "source": run["source"], "answer_model": run["answer_model"],
@@ -76,12 +62,20 @@ def list_runs(store: Store, prices: PriceTable | str | None = None) -> list[dict
             "created": _minute(run["created_at"]), "updated": _minute(run["updated_at"] or run["created_at"]),
             "dataset_sha256": run["dataset_sha256"], "created_at": run["created_at"],
             "updated_at": run["updated_at"] or run["created_at"], "judge_passes": by_judge,
-            "failure_causes": [{"cause": c.cause, "cases": c.cases, "first_message": c.first_message} for c in causes],
+            "failure_causes": fact.get("failure_causes", []),
             "damaged": damaged.get(run_id), "cost": cost.get("cost"), "cost_usd": cost.get("usd"),
             "answer_usd": cost.get("answer_usd"), "judge_usd": cost.get("judge_usd"), "tokens": cost.get("tokens"),
         })
     order = {r: i for i, r in enumerate(ids)}
     return sorted(out, key=lambda r: order[r["run_id"]])
+
+
+def computed_facts(store: Store, run_ids: list[str]) -> dict[str, dict]:
+    """``toolkit.listing.listing_facts`` of runs from their rows (for runs whose ``runs`` row holds none)."""
+    # Stored case scores: the counts need no decisions, nor most columns; else every run is scored here.
+    stored = not store.unscored(run_ids)
+    data = read_runs(store, run_ids, texts=False, decisions=not stored, columns=LIST_READ if stored else None)
+    return listing_facts(data, per_case(data))
 
 
 def _judge_text(judge: str, passes: list[int]) -> str:
