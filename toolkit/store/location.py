@@ -89,7 +89,7 @@ def check_settings(url: str) -> None:
 
 
 @lru_cache(maxsize=4)
-def _profile_keys(profile: str) -> tuple[tuple[str, str], ...]:
+def _profile_keys(profile: str, region: str | None) -> tuple[tuple[str, str], ...]:
     try:
         import botocore.exceptions
         import botocore.session
@@ -98,10 +98,14 @@ def _profile_keys(profile: str) -> tuple[tuple[str, str], ...]:
                          f"'bedside[s3]'), or export its keys: eval \"$(aws configure export-credentials "
                          f"--profile {profile} --format env)\"") from None
     try:
-        found = botocore.session.Session(profile=profile).get_credentials()
+        session = botocore.session.Session(profile=profile)
+        if region:  # botocore reads AWS_DEFAULT_REGION only; a role's STS call needs the AWS_REGION we document
+            session.set_config_variable("region", region)
+        found = session.get_credentials()
         keys = found.get_frozen_credentials() if found is not None else None
-    except botocore.exceptions.BotoCoreError as error:
-        raise StoreError(f"AWS_PROFILE={profile}: {error}") from None
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, ValueError) as error:
+        # ClientError: STS refused the role; ValueError: a credential process printed no JSON
+        raise StoreError(f"AWS_PROFILE={profile}: {first_line(error)}") from None
     if keys is None or not keys.access_key:
         raise StoreError(f"AWS_PROFILE={profile}: the profile gives no credentials")
     pairs = [("AWS_ACCESS_KEY_ID", keys.access_key), ("AWS_SECRET_ACCESS_KEY", keys.secret_key)]
@@ -116,7 +120,7 @@ def credentials() -> dict[str, str]:
     profile = _env("AWS_PROFILE")
     if not profile or _env("AWS_ACCESS_KEY_ID"):
         return {}
-    return dict(_profile_keys(profile))
+    return dict(_profile_keys(profile, _env("AWS_REGION", "AWS_DEFAULT_REGION")))
 
 
 def storage_options() -> dict[str, str]:
