@@ -107,3 +107,17 @@ def test_a_role_the_server_refuses_to_give_is_one_line_naming_the_profile(profil
     done = bedside(["runs", "--store", profile_env])
     assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith("bedside: error: AWS_PROFILE=refused: ") and "internal error" not in done.stderr
+
+
+def test_a_role_s_keys_are_renewed_before_they_expire(profile_env: str, tmp_path: Path, monkeypatch) -> None:
+    """Assumed-role (and SSO) keys expire, an hour by default: a long `bedside run` must get fresh ones, not the
+    first ones kept for the life of the process. A 900 s role is always within botocore's renewal window."""
+    from toolkit.store import location
+
+    _role_profiles(profile_env, tmp_path, monkeypatch)
+    config = Path(os.environ["AWS_CONFIG_FILE"])
+    config.write_text(config.read_text().replace("source_profile = team\n", "source_profile = team\n"
+                                                 "duration_seconds = 900\n", 1))
+    monkeypatch.setenv("AWS_PROFILE", "writer")
+    first = location.credentials()
+    assert first["AWS_SESSION_TOKEN"] and location.credentials()["AWS_ACCESS_KEY_ID"] != first["AWS_ACCESS_KEY_ID"]
