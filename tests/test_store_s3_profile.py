@@ -6,6 +6,7 @@ key fails."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,60 @@ def test_a_profile_that_is_not_there_is_one_line(profile_env: str, monkeypatch) 
     done = bedside(["runs", "--store", profile_env])
     assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
     assert "AWS_PROFILE=nobody" in done.stderr and "nobody" in done.stderr.split("AWS_PROFILE=nobody", 1)[1]
+
+
+def _role_profiles(profile_env: str, tmp_path: Path, monkeypatch) -> None:
+    """A role the team's key may assume, and profiles assuming it from that key and from a key the server
+    does not know (``AWS_CONFIG_FILE``), with the region only in ``AWS_REGION``, as store.md documents."""
+    import boto3
+
+    endpoint, region = os.environ["AWS_ENDPOINT_URL"], os.environ["AWS_REGION"]
+    team = boto3.Session(profile_name="team")
+    trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"},
+                                                      "Action": "sts:AssumeRole"}]}
+    iam = team.client("iam", endpoint_url=endpoint, region_name=region)
+    name = f"writer-{tmp_path.name[-30:]}".replace("_", "-")
+    arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    policy = next(p["Arn"] for p in iam.list_policies(Scope="Local")["Policies"] if p["PolicyName"] == "all")
+    iam.attach_role_policy(RoleName=name, PolicyArn=policy)
+    credentials = Path(os.environ["AWS_SHARED_CREDENTIALS_FILE"])
+    credentials.write_text(credentials.read_text() + "[stranger]\naws_access_key_id = AKIANOBODY\n"
+                           "aws_secret_access_key = nothing\n")
+    config = tmp_path / "config"
+    config.write_text(f"[profile writer]\nrole_arn = {arn}\nsource_profile = team\n\n"
+                      f"[profile refused]\nrole_arn = {arn}\nsource_profile = stranger\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+
+
+def test_a_role_profile_is_assumed_in_the_region_of_aws_region(profile_env: str, tmp_path: Path, sample_dataset,
+                                                                monkeypatch) -> None:
+    _role_profiles(profile_env, tmp_path, monkeypatch)
+    _results(tmp_path / "results", sample_dataset, ["alpha"], rows=12)
+    monkeypatch.setenv("AWS_PROFILE", "writer")
+    done = bedside(["import", str(tmp_path / "results"), "--store", profile_env])
+    assert done.returncode == 0, done.stderr  # botocore alone reads AWS_DEFAULT_REGION: "You must specify a region"
+
+
+def test_a_role_the_server_refuses_to_give_is_one_line_naming_the_profile(profile_env: str, tmp_path: Path,
+                                                                          monkeypatch) -> None:
+    _role_profiles(profile_env, tmp_path, monkeypatch)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", os.environ["AWS_REGION"])  # whatever the region, the refusal is told
+    monkeypatch.setenv("AWS_PROFILE", "refused")
+    done = bedside(["runs", "--store", profile_env])
+    assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("bedside: error: AWS_PROFILE=refused: ") and "internal error" not in done.stderr
+
+
+def test_a_role_s_keys_are_renewed_before_they_expire(profile_env: str, tmp_path: Path, monkeypatch) -> None:
+    """Assumed-role (and SSO) keys expire, an hour by default: a long `bedside run` must get fresh ones, not the
+    first ones kept for the life of the process. A 900 s role is always within botocore's renewal window."""
+    from toolkit.store import location
+
+    _role_profiles(profile_env, tmp_path, monkeypatch)
+    config = Path(os.environ["AWS_CONFIG_FILE"])
+    config.write_text(config.read_text().replace("source_profile = team\n", "source_profile = team\n"
+                                                 "duration_seconds = 900\n", 1))
+    monkeypatch.setenv("AWS_PROFILE", "writer")
+    first = location.credentials()
+    assert first["AWS_SESSION_TOKEN"] and location.credentials()["AWS_ACCESS_KEY_ID"] != first["AWS_ACCESS_KEY_ID"]

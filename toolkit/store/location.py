@@ -89,19 +89,30 @@ def check_settings(url: str) -> None:
 
 
 @lru_cache(maxsize=4)
-def _profile_keys(profile: str) -> tuple[tuple[str, str], ...]:
+def _profile_credentials(profile: str, region: str | None) -> Any:
+    """The profile's botocore credentials, kept: a role's or SSO's renew themselves as they near expiry."""
+    import botocore.session
+
+    session = botocore.session.Session(profile=profile)
+    if region:  # botocore reads AWS_DEFAULT_REGION only; a role's STS call needs the AWS_REGION we document
+        session.set_config_variable("region", region)
+    return session.get_credentials()
+
+
+def _profile_keys(profile: str, region: str | None) -> tuple[tuple[str, str], ...]:
     try:
         import botocore.exceptions
-        import botocore.session
     except ImportError:
         raise StoreError(f"AWS_PROFILE={profile}: reading an AWS profile needs botocore (pip install "
                          f"'bedside[s3]'), or export its keys: eval \"$(aws configure export-credentials "
                          f"--profile {profile} --format env)\"") from None
     try:
-        found = botocore.session.Session(profile=profile).get_credentials()
+        found = _profile_credentials(profile, region)
+        # asked at each use, not frozen once: assumed-role and SSO keys expire (an hour) during a long run
         keys = found.get_frozen_credentials() if found is not None else None
-    except botocore.exceptions.BotoCoreError as error:
-        raise StoreError(f"AWS_PROFILE={profile}: {error}") from None
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError, ValueError) as error:
+        # ClientError: STS refused the role; ValueError: a credential process printed no JSON
+        raise StoreError(f"AWS_PROFILE={profile}: {first_line(error)}") from None
     if keys is None or not keys.access_key:
         raise StoreError(f"AWS_PROFILE={profile}: the profile gives no credentials")
     pairs = [("AWS_ACCESS_KEY_ID", keys.access_key), ("AWS_SECRET_ACCESS_KEY", keys.secret_key)]
@@ -116,7 +127,7 @@ def credentials() -> dict[str, str]:
     profile = _env("AWS_PROFILE")
     if not profile or _env("AWS_ACCESS_KEY_ID"):
         return {}
-    return dict(_profile_keys(profile))
+    return dict(_profile_keys(profile, _env("AWS_REGION", "AWS_DEFAULT_REGION")))
 
 
 def storage_options() -> dict[str, str]:
