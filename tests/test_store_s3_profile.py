@@ -121,3 +121,11 @@ def test_a_role_s_keys_are_renewed_before_they_expire(profile_env: str, tmp_path
     monkeypatch.setenv("AWS_PROFILE", "writer")
     first = location.credentials()
     assert first["AWS_SESSION_TOKEN"] and location.credentials()["AWS_ACCESS_KEY_ID"] != first["AWS_ACCESS_KEY_ID"]
+
+
+def test_a_session_token_left_without_its_keys_is_one_line_not_a_failed_read(profile_env: str, monkeypatch) -> None:
+    # delta-rs would send the lone token with the profile's keys and every request would fail: say what to do.
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "left-from-other-keys")
+    done = bedside(["runs", "--store", profile_env])
+    assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
+    assert "AWS_SESSION_TOKEN" in done.stderr and "unset" in done.stderr, done.stderr

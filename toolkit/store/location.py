@@ -127,6 +127,9 @@ def credentials() -> dict[str, str]:
     profile = _env("AWS_PROFILE")
     if not profile or _env("AWS_ACCESS_KEY_ID"):
         return {}
+    if _env("AWS_SESSION_TOKEN"):  # delta-rs would send it with the profile's keys: every request refused
+        raise StoreError(f"AWS_PROFILE={profile}: AWS_SESSION_TOKEN is set without AWS_ACCESS_KEY_ID (left from "
+                         "other keys?); unset AWS_SESSION_TOKEN to use the profile")
     return dict(_profile_keys(profile, _env("AWS_REGION", "AWS_DEFAULT_REGION")))
 
 
