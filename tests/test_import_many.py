@@ -69,7 +69,9 @@ def test_an_existing_run_fails_that_file_only(tmp_path: Path, sample_dataset, ca
                  "--store", store])
     out, err = capsys.readouterr()
     assert code == 1
-    assert err.splitlines() == [line for line in err.splitlines() if "beta.jsonl" in line] and len(err.splitlines()) == 1
+    errors = [line for line in err.splitlines() if line.startswith("bedside: error: ")]
+    assert errors == [line for line in errors if "beta.jsonl" in line] and len(errors) == 1, err
+    assert err.splitlines()[-1] == "bedside: imported 2 of 3 files; 1 not imported (above)", err
     assert "exists" in err and "imported alpha" in out and "imported gamma" in out
     assert set(_runs(Path(store))) == {"alpha", "beta", "gamma"}
     assert main(["import", str(root), "--replace", "--store", store]) == 1  # bad.jsonl still bad
@@ -93,6 +95,43 @@ def test_entries_named_jsonl_that_are_not_files_each_get_their_line(tmp_path: Pa
     code = main(["import", arg, "--store", str(tmp_path / "store")])
     out, err = capsys.readouterr()
     assert code == 1
-    assert sorted(line.split(":")[2].strip() for line in err.splitlines()) == \
+    errors = [line for line in err.splitlines() if line.startswith("bedside: error: ")]
+    assert sorted(line.split(":")[2].strip() for line in errors) == \
         sorted(str(root / n) for n in ("folder.jsonl", "gone.jsonl", "pipe.jsonl")), err
     assert _runs(tmp_path / "store") == counts
+
+
+def test_a_folder_imported_again_says_once_which_runs_exist_and_tallies(tmp_path: Path, sample_dataset,
+                                                                         capsys) -> None:
+    # "My folder grew": the runs already stored are one line, not one per file; the new file's run is made.
+    counts = _files(tmp_path / "results", sample_dataset)
+    root, store = tmp_path / "results", str(tmp_path / "store")
+    (root / "bad.jsonl").unlink()
+    assert main(["import", str(root), "--store", store]) == 0
+    capsys.readouterr()
+    rows = rm.make_rows(list(sample_dataset.raw_cases), seed=9, error_rate=0.1)[:5]
+    (root / "delta.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code = main(["import", str(root), "--store", store])
+    out, err = capsys.readouterr()
+    assert code == 1 and out.splitlines()[0].startswith("imported delta: "), out
+    assert err.splitlines() == [
+        f"bedside: error: 3 of the files are runs {store} has already (alpha.jsonl, beta.jsonl, gamma.jsonl): "
+        "pass --replace to replace them",
+        "bedside: imported 1 of 4 files; 3 not imported (above)"], err
+    assert set(_runs(Path(store))) == {*counts, "delta"}
+
+
+def test_an_unknown_run_in_a_store_of_many_names_a_few_and_counts_the_rest(tmp_path: Path, sample_dataset,
+                                                                            capsys) -> None:
+    root = tmp_path / "results"
+    root.mkdir()
+    for i in range(14):
+        rows = rm.make_rows(list(sample_dataset.raw_cases), seed=i, error_rate=0.0)[:3]
+        (root / f"m{i:02d}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store = str(tmp_path / "store")
+    assert main(["import", str(root), "--store", store]) == 0
+    capsys.readouterr()
+    assert main(["summary", "--run", "nope", "--store", store]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"bedside: error: {store}: no run 'nope' (runs: "
+                                + ", ".join(f"m{i:02d}" for i in range(10)) + " and 4 more)"], err

@@ -190,3 +190,16 @@ def test_an_existing_run_is_refused_after_the_whole_file_is_checked(tmp_path: Pa
     _write(path, _rows(sample_dataset, range(4)), tail="[]\n")  # a bad line at the end still comes first
     with pytest.raises(ImportError_, match="row: must be a JSON object"):
         import_reference(Store.open(store), path, sample_dataset, chunk_bytes=30_000)
+
+
+def test_a_broken_line_reads_as_a_sentence_and_counts_the_other_problems(tmp_path: Path, sample_dataset) -> None:
+    # json says "Unterminated string starting at" and leaves the position to its own formatting: the line's
+    # position is in the message already, and "(+1 more)" did not say more of what.
+    rows = _rows(sample_dataset, range(1))
+    text = "".join(json.dumps(r) + "\n" for r in rows[:3]) + '{"case_id": "x", "answer": "abc\n' + "[]\n"
+    path = tmp_path / "broken.jsonl"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ImportError_) as caught:
+        import_reference(Store.open(tmp_path / "store"), path, sample_dataset)
+    assert str(caught.value) == (f"{path}:4: column 28: line is not JSON: Unterminated string "
+                                 "(and 1 more problem in the file)")

@@ -182,7 +182,8 @@ def parse_json(text: str, file: str, position: str = "line {line} column {column
         if text.startswith("\ufeff"):  # Windows editors' byte order mark: JSON does not allow it
             raise InputError(file, where, f"{invalid}: starts with a UTF-8 byte order mark (BOM); save the "
                                           "file as UTF-8 without BOM") from None
-        raise InputError(file, where, f"{invalid}: {error.msg}") from None
+        # json's messages end "... at" where it formats the position itself; ours is in ``where`` already
+        raise InputError(file, where, f"{invalid}: {re.sub(r' (starting )?at$', '', error.msg)}") from None
     except RecursionError:  # only reachable if the interpreter's recursion limit is below MAX_DEPTH
         raise InputError(file, "nesting", "JSON nested too deeply") from None
     if _made[0] != made:  # this parse (or another thread's) made a marker: find ours, if any

@@ -33,7 +33,8 @@ def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, as_sam
     from pathlib import Path
 
     from toolkit.dataset import load_dataset  # (import and export only: summary and sql never load jsonschema)
-    from toolkit.reference import ImportFailure, import_many, import_reference, import_samples, result_files
+    from toolkit.reference import (ImportFailure, import_many, import_reference, import_samples, printable,
+                                   result_files)
 
     if as_samples:
         if run_id is None:
@@ -56,14 +57,21 @@ def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, as_sam
     if single:  # one file: its failure is the command's own (its error and exit status)
         _print_report(import_reference(store, paths[0], dataset, run_id, replace), paths[0])
         return
-    failed = 0
-    for path, result in zip(paths, import_many(store, paths, dataset, replace, run_id)):
-        if isinstance(result, ImportFailure):
-            failed += 1
-            error_line(result.message)
-        else:
+    results = import_many(store, paths, dataset, replace, run_id)
+    # Files whose runs the store has already (a folder imported again): one line for all of them, not one each.
+    stored = [p for p, r in zip(paths, results) if isinstance(r, ImportFailure) and r.exists]
+    for path, result in zip(paths, results):
+        if not isinstance(result, ImportFailure):
             _print_report(result, path)
+        elif not (result.exists and len(stored) > 1):
+            error_line(result.message)
+    if len(stored) > 1:
+        names = ", ".join(printable(p.name) for p in stored[:3]) + (f" and {len(stored) - 3} more" * (len(stored) > 3))
+        error_line(f"{len(stored)} of the files are runs {printable(str(store.root))} has already ({names}): "
+                   "pass --replace to replace them")
+    failed = sum(isinstance(r, ImportFailure) for r in results)
     if failed:
+        say(f"bedside: imported {len(paths) - failed} of {len(paths)} files; {failed} not imported (above)", err=True)
         raise click.exceptions.Exit(1)
 
 

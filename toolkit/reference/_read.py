@@ -59,6 +59,11 @@ class ImportReport:
 class ImportFailure:
     path: Path
     message: str  # one line, starting with the file's path
+    exists: bool = False  # the file's run is in the store already (and --replace was not given)
+
+
+class RunExists(StoreError):
+    """A file's run is in the store already and ``--replace`` was not given."""
 
 
 def now_iso() -> str:
@@ -91,7 +96,8 @@ def import_many(store: Store, paths: list[str | Path], dataset: Dataset, replace
         if isinstance(result, BaseException):
             line = (str(result).splitlines() or [type(result).__name__])[0]
             line, shown = printable(line), printable(str(path))
-            result = ImportFailure(path, line if line.startswith(shown) else f"{shown}: {line}")
+            result = ImportFailure(path, line if line.startswith(shown) else f"{shown}: {line}",
+                                   isinstance(result, RunExists))
         out.append(result)
     return out
 
@@ -220,7 +226,7 @@ class _Importer:
         if pending.current is not None and not self.replace:
             pending.abandon()
             lock.close()
-            return None, StoreError(f"{self.store.root}: run {run_id!r} exists (choose another --run-id or pass --replace)")
+            return None, RunExists(f"{self.store.root}: run {run_id!r} exists (choose another --run-id or pass --replace)")
         return pending, None
 
     def _read(self, index: int, path: Path, run_id: str) -> _Ready:

@@ -31,7 +31,8 @@ class ImportError_(ValueError):
     def __init__(self, problems: list[Problem], total: int | None = None):
         self.problems = problems
         self.total = max(total or 0, len(problems))
-        more = f" (+{self.total - 1} more)" if self.total > 1 else ""
+        others = self.total - 1
+        more = f" (and {others} more problem{'s' * (others > 1)} in the file)" if others else ""
         super().__init__(f"{problems[0]}{more}")
 
 

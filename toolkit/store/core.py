@@ -23,7 +23,7 @@ from toolkit.store.delta import PART
 from toolkit.store.location import ObjectPath
 from toolkit.store.locks import run_lock, store_lock
 from toolkit.store.paths import (StoreError, check_store_folder, claim_store_folder, default_store_path, new_run_id,
-                                 MARKER, normal_run_id, part_of as _part, safe_segment)
+                                 MARKER, normal_run_id, part_of as _part, safe_segment, some_of)
 from toolkit.tables import (DATASET_TABLES, LABEL_TABLES, RUN_TABLES, STORED, TABLES, constant, polars_schema,
                             to_arrow)
 
@@ -260,8 +260,7 @@ class Store:
         """The ``runs`` row of a run."""
         row = self._row(run_id)
         if row is None:
-            known = ", ".join(self.run_ids()) or "none"
-            raise StoreError(f"{self.root}: no run {run_id!r} (runs: {known})")
+            raise StoreError(f"{self.root}: no run {run_id!r} (runs: {some_of(self.run_ids())})")
         return {c: row[c] for c in TABLES["runs"].names}
 
     def has_dataset(self, sha256: str) -> bool:

@@ -46,6 +46,12 @@ def part_of(run_id: str) -> str:
     return safe_segment(run_id).replace("%", ".")
 
 
+def some_of(ids: list[str], shown: int = 10) -> str:
+    """The first ``shown`` ids and how many more: a store of a thousand runs must not fill an error line."""
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return (", ".join(ids[:shown]) or "none") + more
+
+
 def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat()
 

@@ -34,7 +34,7 @@ import pyarrow as pa
 from toolkit.store import commits, delta, live as writes, rows as run_rows
 from toolkit.store.delta import PART, RUN_DATA, SCORES, WRITE_ID
 from toolkit.store.disk import SLACK, NoSpace, room
-from toolkit.store.paths import StoreError, new_run_id, now_iso, part_of
+from toolkit.store.paths import StoreError, new_run_id, now_iso, part_of, some_of
 from toolkit.store.sweep import free_files, remove_tree, sweep
 from toolkit.store.rows import Rows
 from toolkit.tables import SCORED_RUN_COLUMNS, TABLES, constant, to_arrow
@@ -211,7 +211,7 @@ def begin(store: "Store", run_id: str, write_id: str | None = None, *, missing: 
 
 
 def _known(store: "Store") -> str:
-    return f"(runs: {', '.join(store.run_ids()) or 'none'})"
+    return f"(runs: {some_of(store.run_ids())})"
 
 
 def add_rows(batch: list[tuple[Transaction, Rows]]) -> None:
