@@ -274,8 +274,9 @@ def test_file_names_give_checked_run_ids_each_on_its_own_line(inputs, tmp_path: 
         handle.write(text)
     st = tmp_path / "store"
     done = bedside("import", folder, "--store", st)
-    lines = done.stderr.strip().splitlines()
+    lines = [line for line in done.stderr.strip().splitlines() if line.startswith("bedside: error: ")]
     assert done.returncode == 1 and len(lines) == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "bedside: imported 1 of 3 files; 2 not imported (above)"
     assert any("bad\\xff.jsonl" in line and "not UTF-8" in line for line in lines), lines
     assert any("padded.jsonl" in line and "space" in line for line in lines), lines
     assert Store.open(st).run_ids() == ["good"]
