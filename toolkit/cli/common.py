@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import click
@@ -17,7 +18,6 @@ from toolkit.text import visible, visible_json
 if TYPE_CHECKING:
     import polars as pl
 
-    from toolkit.cli.options import RunChoice
     from toolkit.store import Store
 
 EXIT_USAGE = 2
@@ -150,6 +150,16 @@ def _input_errors() -> tuple[type[Exception], ...]:
 
 
 STORE_DEFAULT_TEXT = "$BEDSIDE_STORE, else ./data/results under the current directory"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunChoice:
+    """``--run ID`` (repeatable; a pattern such as ``'model-*'`` too), ``--runs-file FILE`` or ``--all``, as
+    given: ``selected_runs`` turns it into run ids."""
+
+    ids: tuple[str, ...] = ()
+    every: bool = False
+    file: str | None = None
 
 
 def open_store(store_dir: str | None) -> Store:

@@ -15,19 +15,9 @@ from typing import Any, Callable
 
 import click
 
-from toolkit.cli.common import STORE_DEFAULT_TEXT, CommandError
+from toolkit.cli.common import STORE_DEFAULT_TEXT, CommandError, RunChoice  # noqa: F401 (the record run_options gives)
 from toolkit.cli.table import WIDE_KEY
 from toolkit.protocol import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, check_samples, check_seed
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunChoice:
-    """``--run ID`` (repeatable; a pattern such as ``'model-*'`` too), ``--runs-file FILE`` or ``--all``, as
-    given: ``selected_runs`` turns it into run ids."""
-
-    ids: tuple[str, ...] = ()
-    every: bool = False
-    file: str | None = None
 
 
 def _gathered(into: str, names: tuple[str, ...], make: Callable[..., Any]) -> Callable[[Callable], Callable]:
