@@ -1,6 +1,6 @@
 """Benchmark: what each measure of toolkit/_process.py buys a cold command, against the plain way.
 
-Run: python tests/perf/process_measures.py [--pairs 5]
+Run: python tests/perf/process_measures.py [--pairs 9]
 
 For each measure, times the cold command it serves as a new process, with the measure and with the plain
 way put in its place (the same driver either way: only the one function differs), in turn, after one
@@ -9,7 +9,7 @@ unmeasured run of each. The gain is the median over the pairs of plain / with - 
 command (issue 18); one ROW line each.
 
 student_t serves every command that prints a pair (here ``bedside compare --all`` on 30 runs x 500 cases,
-tests/perf/compare_scale.py); no_collection_at_exit serves every command (measured on the same compare).
+tests/perf/compare_scale.py).
 """
 
 from __future__ import annotations
@@ -39,9 +39,6 @@ PLAIN = {
             from scipy import special
             return types.SimpleNamespace(stdtr=special.stdtr, stdtrit=special.stdtrit)
         _process.student_t = plain
-    """,
-    "no_collection_at_exit": """
-        _process.no_collection_at_exit = lambda: None
     """,
 }
 
@@ -77,7 +74,7 @@ def gains(name: str, args: list[str], pairs: int) -> tuple[float, float, float, 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--pairs", type=int, default=9)
     parser.add_argument("--store", default=None, help="a built store of 30 runs x 500 cases (default: build one)")
     args = parser.parse_args()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the user's setting: byte code cached

@@ -188,8 +188,10 @@ def _narrowest(cell: str) -> int:
 
 
 def _interval_split(cell: str, width: int) -> str:
-    interval = _INTERVAL.fullmatch(cell) if "[" in cell else None
-    return f"{interval.group(1)}\n{interval.group(2)}" if interval and cell_width(cell) > width else cell
+    if "[" not in cell or cell_width(cell) <= width:  # most cells fit: no pattern to match
+        return cell
+    interval = _INTERVAL.fullmatch(cell)
+    return f"{interval.group(1)}\n{interval.group(2)}" if interval else cell
 
 
 def _fitted(need: dict[str, int], whole: dict[str, int], natural: dict[str, int], width: int | None) -> dict[str, int]:
