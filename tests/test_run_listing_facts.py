@@ -151,3 +151,29 @@ def test_the_listing_still_names_a_damaged_run_whose_facts_are_stored(store: Sto
     assert "case_scores" in damaged["b"] and "50 bytes" in damaged["b"]
     listed = json.loads(bedside_process(["runs", "--store", str(store.root), "--json"]).stdout)
     assert {r["run_id"]: r["completed"] is None for r in listed} == {"a": True, "b": True, "c": False}
+
+
+def test_runs_compact_stores_the_facts_and_scores_of_runs_written_without_them(
+        tmp_path: Path, sample_dataset, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.conftest import SAMPLE
+
+    older = tmp_path / "older"
+    with monkeypatch.context() as m:  # as an earlier version stored them: no scores, no facts
+        m.setattr(transaction, "_SCORERS", [lambda batch: [None] * len(batch)])
+        for run_id, seed in (("a", 41), ("b", 42)):
+            _import(tmp_path, older, run_id, seed, sample_dataset, SAMPLE)
+    store = Store.open(older)
+    assert sorted(store.unscored()) == ["a", "b"] and set(_stored_facts(store).values()) == {None}
+    listed = bedside_process(["runs", "--store", str(older), "--json"])
+    summary = bedside_process(["summary", "--all", "--store", str(older), "--json"])
+    done = bedside_process(["runs", "compact", "--store", str(older)])
+    assert done.returncode == 0, done.stderr
+    assert "stored the scores and listing of 2 run(s) written without them" in done.stdout
+    store = Store.open(older)
+    assert store.unscored() == [] and None not in _stored_facts(store).values()
+    _check_facts(store)
+    assert bedside_process(["summary", "--all", "--store", str(older), "--json"]).stdout == summary.stdout
+    after = bedside_process(["runs", "--store", str(older), "--json"])
+    assert _without_times(after.stdout, ["--json"]) == _without_times(listed.stdout, ["--json"])
+    again = bedside_process(["runs", "compact", "--store", str(older)])
+    assert "written without them" not in again.stdout  # nothing left to store

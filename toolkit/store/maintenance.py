@@ -16,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from toolkit.store import commits, delta, live as writes
-from toolkit.store.delta import DATASET_TABLES, PART, RUN_DATA
+from toolkit.store import commits, delta, live as writes, transaction
+from toolkit.store.delta import DATASET_TABLES, PART, RUN_DATA, SCORES
 from toolkit.store.paths import StoreError
 from toolkit.store.runs_ops import _compact_runs_table, compact_run
+from toolkit.tables import SCORED_RUN_COLUMNS
 
 if TYPE_CHECKING:
     from toolkit.store.core import Store
@@ -33,6 +34,7 @@ class Upkeep:
     """What a compaction (and vacuum) did."""
 
     compacted: list[str] = field(default_factory=list)  # runs rewritten as one write
+    rescored: list[str] = field(default_factory=list)  # of those, runs whose scores and listing were not stored
     skipped: dict[str, str] = field(default_factory=dict)  # run -> why it was left (held by another writer)
     checkpointed: list[str] = field(default_factory=list)  # tables given a checkpoint
     vacuumed: dict[str, int] = field(default_factory=dict)  # table -> data files deleted
@@ -57,6 +59,24 @@ def runs_to_compact(store: "Store") -> list[str]:
     return [run for part, run in by_part.items() if part in chosen]
 
 
+def runs_to_rescore(store: "Store", run_ids: list[str] | None = None) -> list[str]:
+    """Runs whose latest commit stored no scores, or not every score table, or not the runs row's
+    ``SCORED_RUN_COLUMNS`` (written by an earlier version, or by a process without a scorer): readers
+    compute those at every read until a commit stores them. None when this process stores no scores;
+    ``run_ids``: of those runs only."""
+    if not transaction.scoring():
+        return []
+    chosen = set(store.unscored(run_ids))
+    for table in SCORES:
+        chosen.update(store.unscored(run_ids, table=table))
+    runs = store.read("runs", run_ids, columns=["run_id", "dataset_sha256", *SCORED_RUN_COLUMNS])
+    for column in SCORED_RUN_COLUMNS:
+        chosen.update(runs.filter(runs[column].is_null())["run_id"].to_list())
+    # A run whose dataset the store lacks cannot be scored: rewriting it would store nothing, every time.
+    known = {sha: store.has_dataset(sha) for sha in set(runs["dataset_sha256"].to_list())}
+    return [r for r, sha in runs.select("run_id", "dataset_sha256").iter_rows() if r in chosen and known[sha]]
+
+
 def compact_runs_table(store: "Store") -> None:
     """Keep the runs table to a few files (it gains one a runs commit): every commit, and every reader, reads
     all of its files. For writers of many runs in one process (a bulk import)."""
@@ -65,14 +85,18 @@ def compact_runs_table(store: "Store") -> None:
 
 
 def compact_store(store: "Store", vacuum_hours: int | None = None) -> Upkeep:
-    """Compact every run that needs it, checkpoint the tables' logs and clean expired entries; with
+    """Compact every run that needs it (and rewrite those whose scores are not stored, so that the commit
+    stores them: ``runs_to_rescore``), checkpoint the tables' logs and clean expired entries; with
     ``vacuum_hours``, then delete the data files no version younger than that many hours needs."""
     store._writable()
     done = Upkeep()
-    for run_id in runs_to_compact(store):
+    rescore = runs_to_rescore(store)
+    for run_id in dict.fromkeys([*runs_to_compact(store), *rescore]):
         try:
-            compact_run(store, run_id)
+            compact_run(store, run_id, rewrite=run_id in rescore)
             done.compacted.append(run_id)
+            if run_id in rescore and run_id not in runs_to_rescore(store, [run_id]):
+                done.rescored.append(run_id)
         except StoreError as error:  # a writer holds the run: it is compacted the next time
             done.skipped[run_id] = str(error)
     compact_runs_table(store)

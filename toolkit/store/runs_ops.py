@@ -63,18 +63,18 @@ def rename_run(store: "Store", old: str, new: str) -> None:
         raise
 
 
-def compact_run(store: "Store", run_id: str) -> None:
-    """Rewrite a run written in many commits as one write (one file per table), sweep dead rows, and keep
-    the runs table to a few files. Readers of the current version are never disturbed: the rewrite becomes
-    visible in one runs commit and old files stay on disk (Delta's vacuum retention) for readers of older
-    versions."""
+def compact_run(store: "Store", run_id: str, rewrite: bool = False) -> None:
+    """Rewrite a run written in many commits (or, with ``rewrite``, any run: its scores are stored anew) as
+    one write (one file per table), sweep dead rows, and keep the runs table to a few files. Readers of the
+    current version are never disturbed: the rewrite becomes visible in one runs commit and old files stay
+    on disk (Delta's vacuum retention) for readers of older versions."""
     txn = transaction.begin(store, run_id)
     try:
         current = txn.current
         if current is None:
             return
         live = writes.parse(current["write_ids"])
-        if len(live) > 1:
+        if rewrite or len(live) > 1:
             txn.add({t: store.read(t, [txn.run_id]).to_arrow() for t in DATA_TABLES})
             txn.commit({c: current[c] for c in TABLES["runs"].names}, replace=True)
         else:

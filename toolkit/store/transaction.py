@@ -57,6 +57,11 @@ def score_with(scorer: Scorer) -> None:
     _SCORERS[:] = [scorer]
 
 
+def scoring() -> bool:
+    """Whether this process's commits store scores (a scorer is registered)."""
+    return bool(_SCORERS)
+
+
 @dataclass
 class Transaction:
     store: "Store"
