@@ -75,7 +75,12 @@ def test_an_existing_run_fails_that_file_only(tmp_path: Path, sample_dataset, ca
     assert "exists" in err and "imported alpha" in out and "imported gamma" in out
     assert set(_runs(Path(store))) == {"alpha", "beta", "gamma"}
     assert main(["import", str(root), "--replace", "--store", store]) == 1  # bad.jsonl still bad
-    assert capsys.readouterr().out.count("imported ") == 3
+    out = capsys.readouterr().out
+    assert [line.split(":")[0] for line in out.splitlines()] == ["replaced alpha", "replaced beta", "replaced gamma"]
+    assert main(["import", str(root / "beta.jsonl"), "--replace", "--store", store]) == 0
+    assert capsys.readouterr().out.startswith("replaced beta: ")
+    assert main(["import", str(root / "beta.jsonl"), "--run-id", "delta", "--replace", "--store", store]) == 0
+    assert capsys.readouterr().out.startswith("imported delta: ")  # nothing to replace: a new run
 
 
 @pytest.mark.parametrize("how", ["dir", "glob"])

@@ -84,6 +84,9 @@ def test_files_import_as_samples_and_export_back_byte_for_byte(tmp_path: Path, b
     first, second = _scores(tmp_path / "st", "r"), _scores(tmp_path / "st2", "r")
     for table in first:
         assert first[table].equals(second[table]), table
+    replaced = bedside_process(["import", *map(str, files), "--run-id", "r", "--as-samples", "--replace",
+                                "--store", str(tmp_path / "st"), "--dataset", str(bench_dir)])
+    assert replaced.returncode == 0 and replaced.stdout.startswith("replaced r: "), replaced.stderr
 
 
 def test_files_of_different_models_are_refused_with_nothing_written(tmp_path: Path, bench) -> None:

@@ -76,7 +76,7 @@ def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, as_sam
 
 
 def _print_report(report, file) -> None:
-    say(f"imported {report.run_id}: {report.rows} rows, {report.completed_cases} completed cases, "
+    say(f"{'replaced' if report.replaced else 'imported'} {report.run_id}: {report.rows} rows, {report.completed_cases} completed cases, "
                f"{report.error_rows} error rows" + (f", {report.skipped_rows} rows of cases outside the dataset skipped"
                                                     if report.skipped_rows else ""))
     for warning in report.warnings:

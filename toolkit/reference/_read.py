@@ -53,6 +53,7 @@ class ImportReport:
     skipped_rows: int  # rows of cases outside the dataset (the reference ignores them too)
     disagreements: list[Disagreement] = field(default_factory=list)
     warnings: tuple[str, ...] = ()  # what the numbers of the run rest on that a reader should know
+    replaced: bool = False  # the run existed and --replace swapped its rows for the file's
 
 
 @dataclass(frozen=True)
@@ -309,8 +310,9 @@ class _Importer:
         self._write_dataset()
         # The runs commit: the file's rows (in as many data commits as it took) become the run, a replace
         # swapping the old rows out in that same commit; a failure before it leaves the old run as it was.
+        replaced = ready.pending.current is not None
         ready.pending.commit(run_row, step, replace=self.replace)
-        return _report(ready.rows)
+        return _report(ready.rows, replaced)
 
     def _write_dataset(self) -> None:
         if not self.dataset_written:
@@ -334,6 +336,6 @@ class _Importer:
         return run_row, step
 
 
-def _report(rows: FileRows) -> ImportReport:
+def _report(rows: FileRows, replaced: bool = False) -> ImportReport:
     return ImportReport(rows.run_id, rows.rows, len(rows.completed), rows.error_rows, rows.rows - rows.kept,
-                        [Disagreement(*d) for d in rows.disagreements])
+                        [Disagreement(*d) for d in rows.disagreements], replaced=replaced)

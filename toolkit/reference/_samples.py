@@ -104,6 +104,7 @@ def import_samples(store: Store, paths: list[str | Path], dataset: Dataset, run_
                 "created_at": now_iso(), "settings": json.dumps(settings),
             }
             store.write_dataset(dataset)
+            replaced = pending.current is not None
             pending.commit(run_row, {"at": run_row["created_at"], "kind": "import", "source_file": str(paths[0]),
                                      "replace": replace, "settings": settings}, replace=replace)
         except BaseException:
@@ -113,7 +114,7 @@ def import_samples(store: Store, paths: list[str | Path], dataset: Dataset, run_
     return ImportReport(run_id, sum(f.rows for f in files), len(completed), sum(f.error_rows for f in files),
                         sum(f.rows - f.kept for f in files),
                         [Disagreement(*d, file=f.path) for f in files for d in f.disagreements],
-                        _coverage(run_id, [f.completed for f in files]))
+                        _coverage(run_id, [f.completed for f in files]), replaced=replaced)
 
 
 def _coverage(run_id: str, completed: list[set[str]]) -> tuple[str, ...]:
