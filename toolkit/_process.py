@@ -40,3 +40,12 @@ def student_t() -> Any:
 
     return types.SimpleNamespace(stdtr=special.stdtr, stdtrit=special.stdtrit)
 
+
+def no_collection_at_exit() -> None:
+    """Spare the interpreter's shutdown its garbage collections: every object alive now is frozen
+    (``gc.freeze``), and the collections that finalisation runs over the imported libraries' millions of
+    objects skip them. Called once the command has finished and its output is flushed; atexit handlers still
+    run, and only the objects of reference cycles are then left for the process's end to reclaim."""
+    import gc
+
+    gc.freeze()

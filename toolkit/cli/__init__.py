@@ -186,4 +186,8 @@ def entry() -> int:
         sys.stdout = open(os.devnull, "w", encoding="utf-8")
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w", encoding="utf-8")
-    return main(sys.argv[1:])
+    code = main(sys.argv[1:])
+    from toolkit import _process
+
+    _process.no_collection_at_exit()
+    return code
