@@ -120,7 +120,7 @@ def test_a_folder_imported_again_says_once_which_runs_exist_and_tallies(tmp_path
     out, err = capsys.readouterr()
     assert code == 1 and out.splitlines()[0].startswith("imported delta: "), out
     assert err.splitlines() == [
-        f"bedside: error: 3 of the files are runs {store} has already (alpha.jsonl, beta.jsonl, gamma.jsonl): "
+        f"bedside: error: 3 of the files are of runs already in {store} (alpha.jsonl, beta.jsonl, gamma.jsonl): "
         "pass --replace to replace them",
         "bedside: imported 1 of 4 files; 3 not imported (above)"], err
     assert set(_runs(Path(store))) == {*counts, "delta"}

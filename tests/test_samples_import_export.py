@@ -72,6 +72,9 @@ def test_files_import_as_samples_and_export_back_byte_for_byte(tmp_path: Path, b
     exported = bedside_process(["export", "--run", "r", "--out", str(out), "--store", str(tmp_path / "st")])
     assert exported.returncode == 0, exported.stderr
     assert exported.stdout.count("wrote ") == 3 and not out.exists()
+    hint = exported.stdout.splitlines()[-1]
+    assert hint.startswith("they import back as one run of 3 samples: bedside import ") and hint.endswith(
+        " --run-id r --as-samples"), exported.stdout
     for k, path in enumerate(files):
         mine = tmp_path / "out" / f"r.sample{k}.jsonl"
         assert mine.read_bytes() == path.read_bytes()

@@ -19,6 +19,12 @@ class JudgeSelection:
     judge: str | None = None
     passes: tuple[int, ...] | None = None
 
+    def describe(self) -> str:
+        """The scores' judge and passes in words, for a command's notes."""
+        judge = f"judge {self.judge}" if self.judge is not None else "each run's primary judge"
+        passes = "all passes" if self.passes is None else "passes " + ",".join(map(str, self.passes))
+        return f"scores of {judge}, {passes}"
+
     @property
     def is_stored(self) -> bool:
         """Whether the score tables are stored under this selection: each run's primary judge, all passes."""

@@ -134,7 +134,7 @@ def records_from_components(components: pl.DataFrame) -> tuple[list[dict], set[s
             continue
         if value < 0:
             notes.append(f"{row['run_id']} {row['benchmark']}: the {name} variance estimate {value:.3g} is below 0 "
-                         "(a small part estimated without bias): planned as 0")
+                         "(an unbiased estimate of a variance near 0 can fall below it): planned as 0")
             value = 0.0
         if name in _JOINT:
             column, held = _JOINT[name]

@@ -67,7 +67,7 @@ def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, as_sam
             error_line(result.message)
     if len(stored) > 1:
         names = ", ".join(printable(p.name) for p in stored[:3]) + (f" and {len(stored) - 3} more" * (len(stored) > 3))
-        error_line(f"{len(stored)} of the files are runs {printable(str(store.root))} has already ({names}): "
+        error_line(f"{len(stored)} of the files are of runs already in {printable(str(store.root))} ({names}): "
                    "pass --replace to replace them")
     failed = sum(isinstance(r, ImportFailure) for r in results)
     if failed:
@@ -76,7 +76,8 @@ def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, as_sam
 
 
 def _print_report(report, file) -> None:
-    say(f"{'replaced' if report.replaced else 'imported'} {report.run_id}: {report.rows} rows, {report.completed_cases} completed cases, "
+    verb = "replaced" if report.replaced else "imported"
+    say(f"{verb} {report.run_id}: {report.rows} rows, {report.completed_cases} completed cases, "
                f"{report.error_rows} error rows" + (f", {report.skipped_rows} rows of cases outside the dataset skipped"
                                                     if report.skipped_rows else ""))
     for warning in report.warnings:
@@ -94,10 +95,17 @@ def export_cmd(run_id: str, out: str, store_dir: str | None) -> None:
     """Write a run as reference-format JSONL plus <out>.summary.json.
 
     A run with several answer samples: one such pair per sample, <out>.sample<i>.jsonl (i from 0)."""
+    import shlex
+
     from toolkit.reference import export_samples
 
-    for rows, summary in export_samples(open_store(store_dir), run_id, out):
-        click.echo(f"wrote {rows} and {summary}")
+    pairs = export_samples(open_store(store_dir), run_id, out)
+    for rows, summary in pairs:
+        say(f"wrote {rows} and {summary}")
+    if len(pairs) > 1:  # imported as a folder, each file would be a run of its own
+        files = " ".join(shlex.quote(str(rows)) for rows, _ in pairs)
+        say(f"they import back as one run of {len(pairs)} samples: bedside import {files} "
+            f"--run-id {shlex.quote(run_id)} --as-samples")
 
 
 INTERVALS_NOTE = ("note: ci95 is the reference runner's percentile bootstrap interval over cases (bit-exact; "

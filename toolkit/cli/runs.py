@@ -131,7 +131,8 @@ def compact_cmd(ctx: click.Context, vacuum: bool, retention: int | None, store_d
     for run_id, why in done.skipped.items():
         warning_line(f"run {run_id!r} not compacted: {why}")
     say(f"compacted {len(done.compacted)} run(s); checkpointed {len(done.checkpointed)} table log(s)"
-        + (f"; vacuumed {sum(done.vacuumed.values())} file(s) older than {retention} h" if vacuum else ""))
+        + (f"; vacuumed {sum(done.vacuumed.values())} file(s) no version of the last {retention} h needs"
+           if vacuum else "; older files stay for time travel until --vacuum --retention HOURS"))
     if done.rescored:
         say(f"stored the scores and listing of {len(done.rescored)} run(s) written without them (readers "
             "no longer compute them)")

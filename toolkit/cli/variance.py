@@ -43,7 +43,8 @@ def variance_cmd(runs: RunChoice, points_threshold: float, f1_threshold: float, 
                               f1_threshold=_threshold(f1_threshold, "--f1-threshold"))
     store = open_store(store_dir)
     budget = variance_components(store, selected_runs(store, runs), options)
-    notes = budget.notes + [f"{samples} case resamples (seed {seed}); components: bootstrap-t, means: BCa"]
+    notes = budget.notes + [selection.describe(),
+                            f"{samples} case resamples (seed {seed}); components: bootstrap-t, means: BCa"]
     sections = budget.sections()
     views = {}
     if fmt == "table" and section is None:  # every benchmark's rows: --section NAME

@@ -76,7 +76,7 @@ def compact_run(store: "Store", run_id: str, rewrite: bool = False) -> None:
         live = writes.parse(current["write_ids"])
         if rewrite or len(live) > 1:
             txn.add({t: store.read(t, [txn.run_id]).to_arrow() for t in DATA_TABLES})
-            txn.commit({c: current[c] for c in TABLES["runs"].names}, replace=True)
+            txn.commit({c: current[c] for c in TABLES["runs"].names}, replace=True, same_rows=True)
         else:
             sweep(store, txn.run_id, set(live), writes.scores_write(live))
     finally:

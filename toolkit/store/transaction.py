@@ -86,10 +86,11 @@ class Transaction:
         self.store.add_rows([(self, rows)])
 
     def commit(self, run_row: dict[str, Any] | None = None, step: dict[str, Any] | None = None,
-               replace: bool = False) -> str:
+               replace: bool = False, same_rows: bool = False) -> str:
         """ONE runs commit making the rows part of the run (``replace``: all of it, the old rows swept after).
         ``run_row``: columns of the runs row to set (needed for a new run); ``step``: appended to its
-        ``steps``. Returns the write id. On an error the transaction stays open (abandon it)."""
+        ``steps``; ``same_rows``: the rows are the run's own, rewritten (a compaction), so its ``updated_at``
+        stays. Returns the write id. On an error the transaction stays open (abandon it)."""
         self._open()
         if self.current is None and run_row is None:
             raise StoreError(f"{self.store.root}: no run {self.run_id!r} to add rows to")
@@ -103,7 +104,7 @@ class Transaction:
                 **({self.write_id: live[self.write_id]} if self.write_id in live else {})}
         drop = None if self.renaming is None else part_of(self.renaming)
         self._confirm()
-        _commit_row(self.store, self.run_id, self.current, row, step, live, drop)
+        _commit_row(self.store, self.run_id, self.current, row, step, live, drop, same_rows)
         self.done = True
         try:
             try:  # the rows no run names now: invisible already, so a failed sweep leaves them to the next one
@@ -348,21 +349,23 @@ def _next_row(current: dict[str, Any] | None, run_row: dict[str, Any] | None, re
 
 
 def _runs_row(run_id: str, current: dict[str, Any] | None, row: dict[str, Any], step: dict[str, Any] | None,
-              live: writes.Writes) -> pa.Table:
-    """The run's ``runs`` row as a commit writes it: ``row`` with its steps, time, live writes and part."""
+              live: writes.Writes, same_rows: bool = False) -> pa.Table:
+    """The run's ``runs`` row as a commit writes it: ``row`` with its steps, time (``same_rows``: the time the
+    rows last changed, kept), live writes and part."""
     row = dict(row)
     steps = json.loads((current or {}).get("steps") or "[]")
     if step is not None:
         steps.append(step)
-    row.update(run_id=run_id, steps=json.dumps(steps), updated_at=now_iso(), write_ids=writes.dump(live))
+    kept = (current or {}).get("updated_at") if same_rows else None
+    row.update(run_id=run_id, steps=json.dumps(steps), updated_at=kept or now_iso(), write_ids=writes.dump(live))
     row.setdefault("created_at", row["updated_at"])
     data = to_arrow("runs", [row])
     return data.append_column(PART, constant(part_of(run_id), 1, pa.string()))
 
 
 def _commit_row(store: "Store", run_id: str, current: dict[str, Any] | None, row: dict[str, Any],
-                step: dict[str, Any] | None, live: writes.Writes, drop: str | None) -> None:
-    data = _runs_row(run_id, current, row, step, live)
+                step: dict[str, Any] | None, live: writes.Writes, drop: str | None, same_rows: bool = False) -> None:
+    data = _runs_row(run_id, current, row, step, live, same_rows)
     seg = part_of(run_id)
     if current is None and drop is None:  # a new run, under its lock: no row to replace, no predicate scan
         delta.append(store._path("runs"), "runs", data)

@@ -1,0 +1,1 @@
+"""The review page's template, script and stylesheet (package data)."""
