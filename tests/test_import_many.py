@@ -140,3 +140,21 @@ def test_an_unknown_run_in_a_store_of_many_names_a_few_and_counts_the_rest(tmp_p
     err = capsys.readouterr().err
     assert err.splitlines() == [f"bedside: error: {store}: no run 'nope' (runs: "
                                 + ", ".join(f"m{i:02d}" for i in range(10)) + " and 4 more)"], err
+
+
+@pytest.mark.parametrize("replace", [[], ["--replace"]])
+def test_two_files_of_one_run_id_in_one_import_keep_the_first_and_fail_the_second(
+        tmp_path: Path, sample_dataset, capsys, replace: list[str]) -> None:
+    counts = _files(tmp_path / "a", sample_dataset)
+    other = tmp_path / "b"
+    other.mkdir()
+    (other / "alpha.jsonl").write_bytes((tmp_path / "a" / "beta.jsonl").read_bytes())  # beta's rows, alpha's name
+    store = str(tmp_path / "store")
+    code = main(["import", str(tmp_path / "a" / "alpha.jsonl"), str(other / "alpha.jsonl"), "--store", store, *replace])
+    out, err = capsys.readouterr()
+    assert code == 1 and out.splitlines()[0].startswith("imported alpha: ") and len(out.splitlines()) == 1, out
+    errors = [line for line in err.splitlines() if line.startswith("bedside: error: ")]
+    assert errors == [f"bedside: error: {other / 'alpha.jsonl'}: names run 'alpha', as "
+                      f"{tmp_path / 'a' / 'alpha.jsonl'} does in this import: one run per file (import it "
+                      "alone, or rename it)"], err
+    assert _runs(Path(store)) == {"alpha": counts["alpha"]}

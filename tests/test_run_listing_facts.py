@@ -185,4 +185,20 @@ def test_runs_compact_stores_the_facts_and_scores_of_runs_written_without_them(
     assert con.execute("SELECT count(*) FROM run_summary WHERE ci_low IS NOT NULL").fetchall() == [(2,)]
     con.close()
     again = bedside_process(["runs", "compact", "--store", str(older)])
-    assert "written without them" not in again.stdout  # nothing left to store
+    assert again.stdout.startswith("compacted 0 run(s)") and "written without" not in again.stdout, again.stdout
+
+
+def test_a_run_without_a_completed_case_is_not_rewritten_by_every_compaction(tmp_path: Path, sample_dataset) -> None:
+    from tests import reference_model as rm
+    from tests.conftest import SAMPLE
+
+    rows = [{k: v for k, v in r.items() if k not in ("score", "score_components", "decisions")} | {"error": "boom"}
+            for r in rm.make_rows(list(sample_dataset.raw_cases[:6]), seed=3, error_rate=0.0)]
+    path = tmp_path / "failed.jsonl"
+    rm.write_rows(path, rows)
+    store = tmp_path / "store"
+    done = bedside_process(["import", str(path), "--store", str(store), "--dataset", str(SAMPLE)])
+    assert done.returncode == 0 and "0 completed cases" in done.stdout, done.stdout + done.stderr
+    for _ in range(2):
+        again = bedside_process(["runs", "compact", "--store", str(store)])
+        assert again.stdout.startswith("compacted 0 run(s)"), again.stdout + again.stderr

@@ -164,6 +164,7 @@ class _Importer:
 
     def run(self, jobs: list[tuple[Path, str | None]]) -> list[ImportReport | BaseException]:
         self.results = [None] * len(jobs)
+        claimed: dict[str, Path] = {}  # run id -> the file of this import that names it first
         # The next files are read while the last batch commits, in a thread: its Parquet encoding, scoring and
         # Delta writes leave the interpreter free much of the time. One batch in flight, in file order.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bedside-import") as self.committer:
@@ -174,9 +175,12 @@ class _Importer:
                     except StoreError as error:
                         self.results[index] = error
                         continue
-                    if run_id in self._run_ids():  # two files, one run id: in file order, the first committed
-                        self._flush()
-                        self._drain()
+                    if run_id in claimed:  # the later file would replace (or fail on) the run the first made
+                        self.results[index] = StoreError(
+                            f"names run {run_id!r}, as {printable(str(claimed[run_id]))} does in this import: one "
+                            "run per file (import it alone, or rename it)")
+                        continue
+                    claimed[run_id] = path
                     try:
                         ready = self._read(index, path, run_id)
                     except _FAILURES as error:
@@ -196,11 +200,6 @@ class _Importer:
                         ready.pending.abandon()
                         ready.lock.close()
         return self.results
-
-    def _run_ids(self) -> set[str]:
-        """The runs of the files read and not yet committed (buffered or in flight)."""
-        flying = self.flying[0] if self.flying is not None else []
-        return {r.rows.run_id for r in [*self.ready, *flying]}
 
     def _flush(self) -> None:
         """Commit the ready files' rows in the committer thread, once the batch before them is committed."""

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolkit.store import commits, delta, live as writes, transaction
-from toolkit.store.delta import DATASET_TABLES, PART, RUN_DATA, SCORES
+from toolkit.store.delta import DATASET_TABLES, PART, RUN_DATA
 from toolkit.store.paths import StoreError
-from toolkit.store.runs_ops import _compact_runs_table, compact_run
+from toolkit.store.runs_ops import _compact_runs_table, compact_run, scores_stored
 from toolkit.tables import SCORED_RUN_COLUMNS
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ TABLES = ("runs", *RUN_DATA, *DATASET_TABLES)
 class Upkeep:
     """What a compaction (and vacuum) did."""
 
-    compacted: list[str] = field(default_factory=list)  # runs rewritten as one write
+    compacted: list[str] = field(default_factory=list)  # runs rewritten as one write (by this compaction)
     rescored: list[str] = field(default_factory=list)  # of those, runs whose scores and listing were not stored
     skipped: dict[str, str] = field(default_factory=dict)  # run -> why it was left (held by another writer)
     checkpointed: list[str] = field(default_factory=list)  # tables given a checkpoint
@@ -60,21 +60,16 @@ def runs_to_compact(store: "Store") -> list[str]:
 
 
 def runs_to_rescore(store: "Store", run_ids: list[str] | None = None) -> list[str]:
-    """Runs whose latest commit stored no scores, or not every score table, or not the runs row's
-    ``SCORED_RUN_COLUMNS`` (written by an earlier version, or by a process without a scorer): readers
-    compute those at every read until a commit stores them. None when this process stores no scores;
-    ``run_ids``: of those runs only."""
+    """Runs whose latest commit stored no scores, or not the runs row's ``SCORED_RUN_COLUMNS`` (written by an
+    earlier version, or by a process without a scorer): readers compute those at every read until a commit
+    stores them. None when this process stores no scores; ``run_ids``: of those runs only."""
     if not transaction.scoring():
         return []
-    chosen = set(store.unscored(run_ids))
-    for table in SCORES:
-        chosen.update(store.unscored(run_ids, table=table))
-    runs = store.read("runs", run_ids, columns=["run_id", "dataset_sha256", *SCORED_RUN_COLUMNS])
-    for column in SCORED_RUN_COLUMNS:
-        chosen.update(runs.filter(runs[column].is_null())["run_id"].to_list())
+    runs = store.read("runs", run_ids, columns=["run_id", "dataset_sha256", "write_ids", *SCORED_RUN_COLUMNS])
     # A run whose dataset the store lacks cannot be scored: rewriting it would store nothing, every time.
     known = {sha: store.has_dataset(sha) for sha in set(runs["dataset_sha256"].to_list())}
-    return [r for r, sha in runs.select("run_id", "dataset_sha256").iter_rows() if r in chosen and known[sha]]
+    return [row["run_id"] for row in runs.iter_rows(named=True)
+            if known[row["dataset_sha256"]] and not scores_stored(row)]
 
 
 def compact_runs_table(store: "Store") -> None:
@@ -93,9 +88,10 @@ def compact_store(store: "Store", vacuum_hours: int | None = None) -> Upkeep:
     rescore = runs_to_rescore(store)
     for run_id in dict.fromkeys([*runs_to_compact(store), *rescore]):
         try:
-            compact_run(store, run_id, rewrite=run_id in rescore)
+            if not compact_run(store, run_id, rescore=run_id in rescore):
+                continue  # done by another compaction meanwhile, removed, or only swept
             done.compacted.append(run_id)
-            if run_id in rescore and run_id not in runs_to_rescore(store, [run_id]):
+            if run_id in rescore and not runs_to_rescore(store, [run_id]):
                 done.rescored.append(run_id)
         except StoreError as error:  # a writer holds the run: it is compacted the next time
             done.skipped[run_id] = str(error)

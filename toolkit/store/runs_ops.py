@@ -17,7 +17,7 @@ from toolkit.store.delta import DATA_TABLES, RUN_DATA
 from toolkit.store.locks import store_lock
 from toolkit.store.paths import StoreError, new_run_id, now_iso
 from toolkit.store.sweep import sweep
-from toolkit.tables import TABLES, constant
+from toolkit.tables import SCORED_RUN_COLUMNS, TABLES, constant
 
 if TYPE_CHECKING:
     from toolkit.store.core import Store
@@ -63,18 +63,20 @@ def rename_run(store: "Store", old: str, new: str) -> None:
         raise
 
 
-def compact_run(store: "Store", run_id: str, rewrite: bool = False) -> None:
-    """Rewrite a run written in many commits (or, with ``rewrite``, any run: its scores are stored anew) as
-    one write (one file per table), sweep dead rows, and keep the runs table to a few files. Readers of the
-    current version are never disturbed: the rewrite becomes visible in one runs commit and old files stay
-    on disk (Delta's vacuum retention) for readers of older versions."""
+def compact_run(store: "Store", run_id: str, rescore: bool = False) -> bool:
+    """Rewrite a run written in many commits (with ``rescore``, also a run whose scores or listing facts are not
+    stored, so that the commit stores them) as one write (one file per table), sweep dead rows, and keep the
+    runs table to a few files; whether the run was rewritten (decided under its lock). Readers of the current
+    version are never disturbed: the rewrite becomes visible in one runs commit and old files stay on disk
+    (Delta's vacuum retention) for readers of older versions."""
     txn = transaction.begin(store, run_id)
     try:
         current = txn.current
         if current is None:
-            return
+            return False
         live = writes.parse(current["write_ids"])
-        if rewrite or len(live) > 1:
+        rewrite = len(live) > 1 or (rescore and not scores_stored(current))
+        if rewrite:
             txn.add({t: store.read(t, [txn.run_id]).to_arrow() for t in DATA_TABLES})
             txn.commit({c: current[c] for c in TABLES["runs"].names}, replace=True, same_rows=True)
         else:
@@ -83,6 +85,13 @@ def compact_run(store: "Store", run_id: str, rewrite: bool = False) -> None:
         txn.lock.close()
     if _compact_runs_table(store):
         commits.committed(store)  # the runs table's files changed: readers of its file list follow
+    return rewrite
+
+
+def scores_stored(row: dict) -> bool:
+    """Whether a runs row's commit stored the run's scores and the columns its scorer sets."""
+    return (writes.scores_write(writes.parse(row["write_ids"])) is not None
+            and all(row.get(c) is not None for c in SCORED_RUN_COLUMNS))
 
 
 def _vacuum(store: "Store") -> None:
