@@ -114,3 +114,27 @@ def test_vacuum_without_a_retention_is_one_line(imported: Path) -> None:
     done = bedside("runs", "compact", "--vacuum", "--store", imported)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and "--retention" in lines[0], done.stderr
+
+
+def test_compacting_a_store_that_is_not_there_is_one_line_and_makes_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "typo-store"
+    done = bedside("runs", "compact", "--store", missing)
+    assert done.returncode == 1 and not missing.exists(), done.stdout + done.stderr
+    assert done.stderr.startswith(f"bedside: error: {missing}: the store has no runs") and done.stderr.count("\n") == 1
+
+
+def test_a_vacuum_refused_by_the_file_system_names_the_table_and_why(imported: Path, monkeypatch) -> None:
+    from deltalake import DeltaTable
+
+    from toolkit.store import StoreError
+    from toolkit.store import maintenance
+
+    def refused(self, **kwargs):
+        raise OSError("Generic LocalFileSystem error: Unable to delete file")  # what delta-rs says, no cause
+
+    monkeypatch.setattr(DeltaTable, "vacuum", refused)
+    monkeypatch.setattr(maintenance.os, "access", lambda path, mode: False)  # as for a user who may not write
+    with pytest.raises(StoreError) as raised:
+        compact_store(Store.open(imported), 24)
+    assert str(raised.value) == (f"{imported / 'runs'}: vacuum: permission denied (this user cannot delete files "
+                                 f"in {imported / 'runs'})")

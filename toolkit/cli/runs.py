@@ -127,6 +127,10 @@ def compact_cmd(ctx: click.Context, vacuum: bool, retention: int | None, store_d
     from toolkit.store.maintenance import compact_store
 
     store = _store(ctx, store_dir)
+    if not store.run_ids():  # a mistyped --store is not made into a store here
+        from toolkit.store import StoreError
+
+        raise StoreError(no_runs_message(store))
     done = compact_store(store, retention)
     for run_id, why in done.skipped.items():
         warning_line(f"run {run_id!r} not compacted: {why}")

@@ -13,11 +13,13 @@ asks for by giving a retention.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolkit.store import commits, delta, live as writes, transaction
 from toolkit.store.delta import DATASET_TABLES, PART, RUN_DATA
+from toolkit.store.location import ObjectPath
 from toolkit.store.paths import StoreError
 from toolkit.store.runs_ops import _compact_runs_table, compact_run, scores_stored
 from toolkit.tables import SCORED_RUN_COLUMNS
@@ -107,10 +109,20 @@ def compact_store(store: "Store", vacuum_hours: int | None = None) -> Upkeep:
             loaded.cleanup_metadata()
             done.checkpointed.append(table)
         if vacuum_hours is not None:
-            removed = delta.load(path).vacuum(retention_hours=vacuum_hours, dry_run=False,
-                                              enforce_retention_duration=False)
+            try:
+                removed = delta.load(path).vacuum(retention_hours=vacuum_hours, dry_run=False,
+                                                  enforce_retention_duration=False)
+            except Exception as error:  # noqa: BLE001 - delta-rs's own types; its local messages name no cause
+                raise StoreError(f"{path}: vacuum: {_cause(path, error)}") from None
             done.vacuumed[table] = len(removed)
     return done
+
+
+def _cause(path: Any, error: Exception) -> str:
+    """Why a table's files could not be deleted: a local folder this user may not write says so."""
+    if not isinstance(path, ObjectPath) and not os.access(path, os.W_OK | os.X_OK):
+        return f"permission denied (this user cannot delete files in {path})"
+    return (str(error).splitlines() or [type(error).__name__])[0][:200]
 
 
 def _last_checkpoint(path: Any) -> int:
