@@ -66,6 +66,23 @@ sys.exit(run())
     assert done.returncode == 130 and done.stderr == "bedside: interrupted\n" and done.stdout == ""
 
 
+@pytest.mark.parametrize("args", [["runs"], ["runs", "compact"], ["compare", "--all"]])
+def test_ctrl_c_inside_a_command_is_one_line(tmp_path, args: list[str]) -> None:
+    # As a Ctrl-C mid-command does: the interrupt lands in the command's own code (here, opening the store).
+    prelude = f"""
+import sys
+import toolkit.cli.common as common
+def interrupted(store_dir):
+    raise KeyboardInterrupt
+common.open_store = interrupted
+sys.argv = ["bedside", *{[*args, "--store", str(tmp_path)]!r}]
+from toolkit.console import run
+sys.exit(run())
+"""
+    done = subprocess.run([sys.executable, "-c", prelude], capture_output=True, text=True)
+    assert done.returncode == 130 and done.stderr == "bedside: interrupted\n" and done.stdout == "", done.stderr
+
+
 def test_another_failure_while_importing_is_not_taken_for_ctrl_c() -> None:
     prelude = """
 import sys

@@ -158,3 +158,26 @@ def test_two_files_of_one_run_id_in_one_import_keep_the_first_and_fail_the_secon
                       f"{tmp_path / 'a' / 'alpha.jsonl'} does in this import: one run per file (import it "
                       "alone, or rename it)"], err
     assert _runs(Path(store)) == {"alpha": counts["alpha"]}
+
+
+def test_ctrl_c_in_a_folder_import_names_the_runs_it_made_before_its_line(tmp_path: Path, sample_dataset, capsys,
+                                                                       monkeypatch) -> None:
+    from toolkit.reference import _read
+
+    _files(tmp_path / "results", sample_dataset)
+    (tmp_path / "results" / "bad.jsonl").unlink()
+    monkeypatch.setattr(_read, "BATCH_FILES", 1)  # each file committed as soon as it is read
+    reading = _read._Importer._read
+
+    def read(self, index, path, run_id):
+        if path.name == "gamma.jsonl":
+            raise KeyboardInterrupt  # Ctrl-C while the third file is read; beta's commit is in flight
+        return reading(self, index, path, run_id)
+
+    monkeypatch.setattr(_read._Importer, "_read", read)
+    store = tmp_path / "store"
+    code = main(["import", str(tmp_path / "results"), "--store", str(store)])
+    out, err = capsys.readouterr()
+    assert code == 130 and err == "bedside: interrupted\n", err
+    assert [line.split(":")[0] for line in out.splitlines()] == ["imported alpha", "imported beta"], out
+    assert sorted(_runs(store)) == ["alpha", "beta"]

@@ -33,8 +33,8 @@ def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, as_sam
     from pathlib import Path
 
     from toolkit.dataset import load_dataset  # (import and export only: summary and sql never load jsonschema)
-    from toolkit.reference import (ImportFailure, import_many, import_reference, import_samples, printable,
-                                   result_files)
+    from toolkit.reference import (ImportFailure, ImportInterrupted, import_many, import_reference, import_samples,
+                                   printable, result_files)
 
     if as_samples:
         if run_id is None:
@@ -54,10 +54,15 @@ def import_cmd(files: tuple[str, ...], run_id: str | None, replace: bool, as_sam
                             "(drop it: each run is named after its file)"])
     store = open_store(store_dir)
     dataset = load_dataset(dataset_path)
-    if single:  # one file: its failure is the command's own (its error and exit status)
-        _print_report(import_reference(store, paths[0], dataset, run_id, replace), paths[0])
-        return
-    results = import_many(store, paths, dataset, replace, run_id)
+    try:
+        if single:  # one file: its failure is the command's own (its error and exit status)
+            _print_report(import_reference(store, paths[0], dataset, run_id, replace), paths[0])
+            return
+        results = import_many(store, paths, dataset, replace, run_id)
+    except ImportInterrupted as stopped:  # Ctrl-C: the runs made before it are named, then its one line
+        for path, report in stopped.done:
+            _print_report(report, path)
+        raise Interrupted() from None
     # Files whose runs the store has already (a folder imported again): one line for all of them, not one each.
     stored = [p for p, r in zip(paths, results) if isinstance(r, ImportFailure) and r.exists]
     for path, result in zip(paths, results):

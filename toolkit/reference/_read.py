@@ -63,6 +63,15 @@ class ImportFailure:
     exists: bool = False  # the file's run is in the store already (and --replace was not given)
 
 
+class ImportInterrupted(KeyboardInterrupt):
+    """Ctrl-C during an import: ``done``, (file, report) of the files whose runs were committed before it (a
+    batch being committed ends as it would), in file order; no other file left anything visible."""
+
+    def __init__(self, done: list[tuple[Path, ImportReport]]):
+        super().__init__()
+        self.done = done
+
+
 class RunExists(StoreError):
     """A file's run is in the store already and ``--replace`` was not given."""
 
@@ -164,6 +173,14 @@ class _Importer:
 
     def run(self, jobs: list[tuple[Path, str | None]]) -> list[ImportReport | BaseException]:
         self.results = [None] * len(jobs)
+        try:
+            self._run(jobs)
+        except KeyboardInterrupt:  # the runs committed before it stand: the caller says which
+            raise ImportInterrupted([(path, r) for (path, _), r in zip(jobs, self.results)
+                                     if isinstance(r, ImportReport)]) from None
+        return self.results
+
+    def _run(self, jobs: list[tuple[Path, str | None]]) -> None:
         claimed: dict[str, Path] = {}  # run id -> the file of this import that names it first
         # The next files are read while the last batch commits, in a thread: its Parquet encoding, scoring and
         # Delta writes leave the interpreter free much of the time. One batch in flight, in file order.
@@ -199,7 +216,6 @@ class _Importer:
                     for ready in self.ready:
                         ready.pending.abandon()
                         ready.lock.close()
-        return self.results
 
     def _flush(self) -> None:
         """Commit the ready files' rows in the committer thread, once the batch before them is committed."""
