@@ -168,15 +168,17 @@ def test_disagreements_stay_with_their_file_and_line(tmp_path: Path, sample_data
 
 
 def test_two_files_of_one_run_id_in_one_bulk_import(tmp_path: Path, sample_dataset) -> None:
-    # Files imported in order, as one command each would: the second finds the first's run.
+    # The first file makes (or, with replace, replaces) the run; the second, of the same run, is refused: with
+    # replace it would silently replace what the same import just made.
     first = _write((tmp_path / "a").mkdir() or tmp_path / "a" / "x.jsonl", _rows(sample_dataset, range(1)))
     second = _write((tmp_path / "b").mkdir() or tmp_path / "b" / "x.jsonl", _rows(sample_dataset, range(1, 2)))
     store = tmp_path / "store"
-    results = import_many(Store.open(store), [first, second], sample_dataset)
-    assert results[0].run_id == "x" and "run 'x' exists" in results[1].message, results
-    results = import_many(Store.open(store), [first, second], sample_dataset, replace=True)
-    assert [r.run_id for r in results] == ["x", "x"]
-    assert Store.open(store).run("x")["source_file"] == str(second)
+    for replace in (False, True):
+        results = import_many(Store.open(store), [first, second], sample_dataset, replace=replace)
+        assert results[0].run_id == "x" and results[1].message == (
+            f"{second}: names run 'x', as {first} does in this import: one run per file (import it alone, or "
+            "rename it)"), results
+        assert Store.open(store).run("x")["source_file"] == str(first)
 
 
 def test_an_existing_run_is_refused_after_the_whole_file_is_checked(tmp_path: Path, sample_dataset) -> None:
