@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 from importlib import import_module
+from typing import Any
 
 import click
 

@@ -90,13 +90,13 @@ def compact_store(store: "Store", vacuum_hours: int | None = None) -> Upkeep:
     rescore = runs_to_rescore(store)
     for run_id in dict.fromkeys([*runs_to_compact(store), *rescore]):
         try:
-            if not compact_run(store, run_id, rescore=run_id in rescore):
-                continue  # done by another compaction meanwhile, removed, or only swept
-            done.compacted.append(run_id)
-            if run_id in rescore and not runs_to_rescore(store, [run_id]):
-                done.rescored.append(run_id)
+            if compact_run(store, run_id, rescore=run_id in rescore):
+                done.compacted.append(run_id)  # (not: done by another compaction meanwhile, removed, only swept)
         except StoreError as error:  # a writer holds the run: it is compacted the next time
             done.skipped[run_id] = str(error)
+    if rescore:  # those of them whose rewrite stored the scores (one read of the runs table for all)
+        unscored = set(runs_to_rescore(store, rescore))
+        done.rescored.extend(r for r in done.compacted if r in rescore and r not in unscored)
     compact_runs_table(store)
     for table in TABLES:
         path = store._path(table)
