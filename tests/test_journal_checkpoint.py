@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from toolkit.collect.journal import COMPACT_WRITES, RunJournal
+from toolkit.collect.journal import COMPACT_WRITES, RunJournal, pending_rows
 from toolkit.store import Store
 
 
@@ -55,3 +55,24 @@ def test_a_run_is_compacted_at_the_end_only_when_it_holds_many_writes(tmp_path: 
     assert _writes(store, "few") == 3
     assert _writes(store, "many") == 1  # rewritten as one write
     assert store.read("answers", ["many"]).height == COMPACT_WRITES + 1 and store.read("answers", ["few"]).height == 3
+
+
+def test_a_journal_committed_before_a_crash_is_neither_pending_nor_stored_again(tmp_path: Path) -> None:
+    """A crash after a checkpoint's commits but before its journal file was removed: the file's write id is
+    live in the run, so a dry run does not count its rows as still pending and a recovery writes nothing."""
+    store = Store.open(tmp_path / "s")
+    store.commit_run("r", None, {"answer_model": "m"})
+    first, second, third = (row for row in _rows("r") if "\ud800" not in row["answer"])
+    journal = RunJournal(store, "r")
+    for row in (first, second):
+        journal.append("answers", row)
+    path = journal.rotate()
+    store.commit_run("r", {"answers": [first, second]}, write_id=path.stem)  # the checkpoint's commit landed
+    waiting = RunJournal(store, "r")
+    waiting.append("answers", third)
+    waiting.rotate()  # a second file, never committed: pending
+    assert [row["case_id"] for row in pending_rows(store, "r")["answers"]] == [third["case_id"]]
+    assert path.exists()
+    assert RunJournal(store, "r").recover() == 1  # only the uncommitted file's row
+    assert [row["case_id"] for row in _stored(store, "r")] == [r["case_id"] for r in (first, second, third)]
+    assert not list(journal.folder.glob("*.jsonl"))
