@@ -15,9 +15,11 @@
   Valid when the labelled cases are a random sample of the run's cases (the review page draws them at
   random); fewer than 10 labelled cases under an estimate: no interval.
 * ``differences``: the same on the per-case difference of two runs graded on one dataset.
-* ``rates``: each run's match rate per item class corrected by Rogan-Gladen with the class's sensitivity
-  and specificity pooled over the runs; delta-method normal interval, clipped to [0, 1] (conservative:
-  it ignores that labelled items count in the observed rate too; simulated coverage 96-98%).
+* ``rates``: each run's match rate per item class corrected by Rogan-Gladen (``physician_rates``): the
+  physicians' own rate where the run's labels cover every item, else the run's own sensitivity and
+  specificity from 20 labelled cases of it, else the class's pooled over the runs (said so, and flagged when
+  it moves the rate against the run's own labels); delta-method normal interval, clipped to [0, 1]
+  (conservative: it ignores that labelled items count in the observed rate too; simulated coverage 96-98%).
 * ``plan``: labelled cases that would halve the width of each corrected overall interval.
 """
 
@@ -35,8 +37,8 @@ from toolkit.analysis.paired import ResampleSettings
 from toolkit.analysis.physician_labels import (agreement_by_class, class_frames, combine_labels, item_table,
                                                judge_errors, judge_items, judge_pass, physician_pairs,
                                                physician_sample_scores)
-from toolkit.analysis.physician_stats import (PPIMean, Z, cluster_share, labels_to_halve, ppi_mean, rogan_gladen,
-                                              satterthwaite)
+from toolkit.analysis.physician_rates import MIN_OWN, POOLED, corrected_rates
+from toolkit.analysis.physician_stats import PPIMean, labels_to_halve, ppi_mean, satterthwaite
 from toolkit.protocol import BENCHMARK_METHODS
 from toolkit.selection import JudgeSelection, RunData, per_case, per_sample
 
@@ -247,50 +249,6 @@ def corrected_differences(cases: pl.DataFrame, data: RunData, run_ids: list[str]
     return _bounded(pl.DataFrame(rows, schema={"run_a": pl.String, "run_b": pl.String, **ESTIMATE_SCHEMA}), -1.0)
 
 
-def corrected_rates(data: RunData, agreement: pl.DataFrame, run_ids: list[str],
-                    selection: JudgeSelection = JudgeSelection()) -> pl.DataFrame:
-    """Per run x item class: the judge's match rate (pass 1, all judged items) and the Rogan-Gladen rate with
-    the class's pooled sensitivity and specificity, a normal interval from the delta-method variance (items
-    clustered by case), clipped to [0, 1]. Class 9's miss rate is the severe-omission rate, class 1's match
-    rate the severe-commission rate."""
-    accuracy = {r["item_class"]: r for r in agreement.iter_rows(named=True)}
-    items = judge_items(data, selection)
-    rows = []
-    for run in run_ids:
-        mine = items.filter(pl.col("run_id") == run)
-        for kind, name, frame in class_frames(mine):
-            per_case = frame.group_by("case_id").agg(pl.col("judge").sum().alias("m"), pl.len().alias("n"))
-            observed, var = cluster_share(per_case["m"].to_numpy(), per_case["n"].to_numpy())
-            acc = accuracy.get(name)
-            fix = None
-            if acc is not None and None not in (acc["sensitivity"], acc["specificity"]):
-                fix = rogan_gladen(observed, _num(var), acc["sensitivity"], _num(acc["_sensitivity_var"]),
-                                   acc["specificity"], _num(acc["_specificity_var"]))
-            ok = fix is not None and not math.isnan(fix.rate)
-            # A delta-method variance of 0 (every item one way, a perfect judge) is no interval
-            spread = ok and not math.isnan(fix.variance) and fix.variance > 0
-            half = Z * math.sqrt(fix.variance) if spread else None
-            note = None if ok else "not correctable: the judge's accuracy here is unknown or no better than chance"
-            if ok and fix.clipped:
-                note = "clipped to [0, 1]"
-            elif ok and not spread:
-                note = "no interval: no spread to estimate it from"
-            rows.append({"run_id": run, "kind": kind, "item_class": name, "items": frame.height,
-                         "judge_rate": observed, "rate": fix.rate if ok else None,
-                         "ci_low": max(fix.rate - half, 0.0) if half is not None else None,
-                         "ci_high": min(fix.rate + half, 1.0) if half is not None else None, "ci_note": note,
-                         "harm": {"class 9": "severe omission rate = 1 - rate",
-                                  "class 1": "severe commission rate = rate"}.get(name)})
-    schema = {"run_id": pl.String, "kind": pl.String, "item_class": pl.String, "items": pl.Int64,
-              "judge_rate": pl.Float64, "rate": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
-              "ci_note": pl.String, "harm": pl.String}
-    return pl.DataFrame(rows, schema=schema).with_columns(pl.col(pl.Float64).fill_nan(None))
-
-
-def _num(value: float | None) -> float:
-    return 0.0 if value is None or math.isnan(value) else float(value)
-
-
 def judge_vs_physicians(data: RunData, labels: pl.DataFrame, options: PhysicianOptions = PhysicianOptions()
                         ) -> PhysicianCheck:
     """The whole check for the runs of ``data`` from ``labels`` (``human_labels`` rows of those runs), runs in
@@ -315,7 +273,19 @@ def judge_vs_physicians(data: RunData, labels: pl.DataFrame, options: PhysicianO
              "corrected: its scores over the selected passes; several reviewers: their majority, a tie to the "
              "earliest label; intervals: Wilson at the case-clustered effective size (sensitivity, specificity, "
              "agreement), case bootstrap percentiles (kappa)",
-             "corrected rates: Rogan-Gladen with sensitivity and specificity pooled over the runs, clipped to [0, 1]"]
+             "corrected rates: the physicians' rate where a run's labels cover every item; else Rogan-Gladen with the "
+             f"run's own sensitivity and specificity (from {MIN_OWN} labelled cases of it with met and not-met "
+             "items), else with those pooled over the runs; clipped to [0, 1]"]
+    rates = corrected_rates(data, agreement, labelled, selection, items)
+    borrowed = rates.filter(pl.col("accuracy_from") == POOLED)
+    if borrowed.height:
+        shown = ", ".join(f"{r} {c}" for r, c in borrowed.select("run_id", "item_class").head(5).iter_rows())
+        notes.append(f"corrected rates of {borrowed.height} run x class(es) ({shown}"
+                     f"{', ...' if borrowed.height > 5 else ''}) use the judge's accuracy pooled over runs: "
+                     f"fewer than {MIN_OWN} labelled cases of the run, or no met or no not-met item among them")
+    if rates["against_labels"].any():
+        notes.append("a corrected rate flagged against_labels moves away from what the run's own labelled items "
+                     "show: the pooled accuracy does not fit this run; label more of its cases")
     unsure = int(combined["physician"].is_null().sum())
     if unsure:
         notes.append(f"{unsure} labelled item(s) only ever marked unsure: left out of accuracy and scores")
@@ -332,7 +302,7 @@ def judge_vs_physicians(data: RunData, labels: pl.DataFrame, options: PhysicianO
     return PhysicianCheck(
         agreement.select(pl.exclude("^_.*$")), physician_pairs(labels, data, samples, seed), corrected,
         corrected_differences(cases, data, labelled, options.min_labelled),
-        corrected_rates(data, agreement, labelled, selection), judge_errors(items, options.top), plan, notes)
+        rates, judge_errors(items, options.top), plan, notes)
 
 
 def calibrate(store, run_ids: list[str] | None = None, labels: pl.DataFrame | None = None,

@@ -62,7 +62,9 @@ def _rate_view(frame):
     return pl.DataFrame([{"run_id": r["run_id"], "item_class": r["item_class"], "items": r["items"],
                           "judge rate": _cell(r["judge_rate"], None, None),
                           "corrected [95% ci]": _cell(r["rate"], r["ci_low"], r["ci_high"], r["ci_note"]),
-                          "harm": r["harm"] or ""} for r in frame.iter_rows(named=True)])
+                          "harm": r["harm"] or "",
+                          "accuracy from": r["accuracy_from"] + (" (against its labels)" if r["against_labels"] else "")}
+                         for r in frame.iter_rows(named=True)])
 
 
 def _views(check, section: str | None) -> dict:
