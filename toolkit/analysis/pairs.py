@@ -14,7 +14,9 @@ the Wilcoxon signed-rank p of its case differences (``toolkit.analysis.wilcoxon`
 the p scipy gives for that row alone; zeros ranked then dropped, Pratt); on an
 overall row van Elteren's stratified signed-rank test (``toolkit.analysis.van_elteren``:
 ranks within each benchmark, weights 1/(n_b + 1)), which never pools cases across
-benchmarks, matching the stratified t. It is NaN when every difference is zero.
+benchmarks. It tests that every benchmark's differences are symmetric about 0, not the macro mean: with
+unequal benchmark sizes it follows the case-weighted shift (tests/test_analysis_van_elteren.py: 17.9%
+rejections at a macro difference of 0). It is NaN when every difference is zero.
 
 Columns: run_a, run_b, benchmark ("overall" or a benchmark), n_cases (common),
 mean_a, mean_b, delta (= mean over benchmarks of a - b), ci_low, ci_high, ci_note
@@ -44,7 +46,9 @@ METHOD_NOTE = ("pairwise: delta -/+ t(0.975, df) SE and p = 2 P(T_df > |delta| /
                "(df: m - 1 for one benchmark, Welch-Satterthwaite over benchmarks), so an interval excludes 0 "
                "exactly when p < 0.05; mdd80 = (t(0.975, df) + t(0.8, df)) SE is the difference detected with "
                "80% power; wilcoxon_p: Wilcoxon signed-rank (Pratt) on a benchmark row, van Elteren's stratified "
-               "signed-rank test (within benchmarks, weights 1/(n_b + 1)) on an overall row; Holm and BH within "
+               "signed-rank test (within benchmarks, weights 1/(n_b + 1)) on an overall row: it tests that every "
+               "benchmark's case differences are symmetric about 0, not the macro mean (with unequal benchmark "
+               "sizes it follows the case-weighted shift); Holm and BH within "
                "each row's family (the family column: the overall rows, or the per-benchmark rows), so showing "
                "per-benchmark rows never changes an overall row's adjusted p")
 
