@@ -206,3 +206,19 @@ def test_a_statistic_that_never_varies_between_cases_gets_no_zero_width_interval
     assert same.components["ci_low"].null_count() == same.components.height
     cases = same.intervals.filter(pl.col("kind") == "cases")
     assert cases["ci_low"].to_list() == [None] and "no variation between cases" in cases["note"][0]
+
+
+def test_the_command_says_worst_at_k_and_pass_k_depend_on_the_judge_passes(store, sample_dataset) -> None:
+    """An answer's score is the mean of its J judge passes, so worst-at-k and pass^k change with J: the output
+    names J for every run beside them."""
+    from tests.analysis_sim import write_run
+    from tests.test_cli_process import bedside_process
+
+    write_run(store, sample_dataset, "two", 0.5, 1, passes=2)
+    write_run(store, sample_dataset, "one", 0.2, 2)
+    done = bedside_process(["variance", "--run", "two", "--run", "one", "--samples", "200",
+                            "--store", str(store.root)])
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "worst_at_k and pass_k" in line]
+    assert len(said) == 1, done.stderr
+    assert "J = 2 (two), 1 (one)" in said[0] and "depend on J" in said[0]

@@ -45,6 +45,11 @@ def variance_cmd(runs: RunChoice, points_threshold: float, f1_threshold: float, 
     budget = variance_components(store, selected_runs(store, runs), options)
     notes = budget.notes + [selection.describe(),
                             f"{samples} case resamples (seed {seed}); components: bootstrap-t, means: BCa"]
+    passes = budget.design.filter(budget.design["benchmark"] == OVERALL).select("run_id", "passes_per_answer")
+    if passes.height:
+        shown = ", ".join(f"{j} ({run})" for run, j in passes.iter_rows())
+        notes.append(f"worst_at_k and pass_k score each answer by the mean of its J judge passes (J = {shown}): "
+                     "they depend on J (more passes average out judge noise), so report J with them")
     sections = budget.sections()
     views = {}
     if fmt == "table" and section is None:  # every benchmark's rows: --section NAME
