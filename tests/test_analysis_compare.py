@@ -387,12 +387,40 @@ def test_a_smoke_run_is_not_ranked_and_leaves_the_rank_resamples_whole() -> None
     assert not any("rank intervals rest on" in n for n in result.notes)
     assert any("1 run(s) not ranked (smoke; see not_ranked)" in n for n in result.notes)
     thin = present.copy()
-    thin[2, [1, 31, 61]] = 1.0  # two cases per benchmark: ranked, and some resamples draw none of them
+    thin[2, [1, 31, 61]] = 1.0  # two cases per benchmark: ranked, and every resample draws two of them
     result = compare_matrix(from_arrays(scores, sizes, ["full-1", "full-2", "thin"], thin), ResampleSettings(2000, 5))
-    used = int(result.ranks["resamples"][0])
-    assert 0 < used < 2000 and result.not_ranked.height == 0
-    assert any(f"rank intervals rest on {used:,} of 2,000 resamples" in n and "(thin)" in n for n in result.notes)
+    assert result.ranks["resamples"].to_list() == [2000] * 3 and result.not_ranked.height == 0
+    assert not any("rank intervals rest on" in n for n in result.notes)
     assert "pairwise" not in small_sample_note(5, paired=False)[0]  # harms has no paired rows to speak of
+
+
+def test_a_partial_run_keeps_every_rank_resample_and_the_complete_runs_draws() -> None:
+    """A run that answered half the cases of each benchmark: each resample draws, in every benchmark, as
+    many of its own cases as it has (no resample is left out); the complete runs' resampled means are the
+    union draws of a store without it, to the last bit."""
+    from toolkit.analysis.case_comparison import rank_resamples, resample_units
+
+    rng = np.random.default_rng(4)
+    sizes = {"a": 6, "b": 4, "c": 6}
+    scores = rng.random((3, 16))
+    present = np.ones((3, 16))
+    present[2, [1, 3, 5, 6, 9, 10, 13]] = 0.0  # 3 of 6, 2 of 4, 4 of 6 cases
+    matrix = from_arrays(scores, sizes, ["full-1", "full-2", "partial"], present)
+    settings = ResampleSettings(2000, 5)
+    result = compare_matrix(matrix, settings)
+    assert result.ranks["resamples"].to_list() == [2000] * 3
+    assert not any("rank intervals rest on" in n for n in result.notes)
+    boot = rank_resamples(matrix, settings)
+    assert not np.isnan(boot).any()
+    union = resample_units(matrix, draw_resamples(matrix.strata, settings), benchmarks=False).overall
+    assert np.array_equal(boot[:2], union[:2])
+    # The partial run's resampled mean is a mean of 3, 2 and 4 draws of its own cases per benchmark.
+    own = [np.flatnonzero(present[2, s]) for s in matrix.slices]
+    assert np.allclose(boot[2].mean(), np.mean([scores[2, s][o].mean() for s, o in zip(matrix.slices, own)]),
+                       atol=0.01)
+    whole = compare_matrix(from_arrays(scores[:2], sizes, ["full-1", "full-2"]), settings)
+    alone = rank_resamples(from_arrays(scores[:2], sizes, ["full-1", "full-2"]), settings)
+    assert np.array_equal(alone, union[:2]) and whole.ranks["resamples"].to_list() == [2000] * 2
 
 
 def test_wilcoxon_exact_rows_equal_scipy_bit_for_bit() -> None:

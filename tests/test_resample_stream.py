@@ -46,3 +46,20 @@ def test_unit_resamples_from_the_stream_equal_those_from_shared_resamples() -> N
         np.testing.assert_array_equal(got.benchmark, want.benchmark)
     with pytest.raises(ValueError, match="no cases"):
         ResampleStream.of([("x", 0)], settings)
+
+
+def test_own_case_draws_are_a_whole_bootstrap_of_the_subset_beside_the_same_shared_draws() -> None:
+    """per_stratum_own yields per_stratum's counts unchanged, and for each subset k draws of its own cases in
+    every resample (uniform over them), mostly the shared draws that landed there."""
+    settings = ResampleSettings(3000, 11)
+    strata = [("a", 5), ("b", 3)]
+    mask = [np.array([True, False, True, True, False]), np.array([False, True, True])]
+    plain = list(ResampleStream.of(strata, settings).per_stratum())
+    both = list(ResampleStream.of(strata, settings).per_stratum_own([[mask[0]], [mask[1]]]))
+    for p, (q, (own,)), m in zip(plain, both, mask):
+        assert np.array_equal(p.counts[0], q.counts[0])
+        k = int(m.sum())
+        assert own.shape == (k, 3000) and (own.sum(axis=0) == k).all()
+        assert abs(own.mean(axis=1) - 1).max() < 0.06  # each own case drawn once per resample on average
+        shared = np.minimum(own, q.counts[0][m]).sum(axis=0)
+        assert shared.mean() > 0.5 * k  # coupled to the shared draws, not an independent bootstrap

@@ -22,7 +22,8 @@ from statsmodels.stats.multitest import multipletests
 
 from tests.analysis_sim import simulate_decisions, write_rows
 from toolkit import protocol
-from toolkit.analysis.compare import compare_matrix, resample_units
+from toolkit.analysis.case_comparison import rank_resamples
+from toolkit.analysis.compare import compare_matrix
 from toolkit.analysis.harms import harms
 from toolkit.analysis.matrix import from_arrays
 from toolkit.analysis.multiplicity import adjust, benjamini_hochberg, holm
@@ -143,12 +144,9 @@ def test_rank_intervals_against_a_plain_per_resample_ranking() -> None:
     matrix = from_arrays(scores, sizes, present=present)
     settings = ResampleSettings(400, 5)
     ranks = compare_matrix(matrix, settings).ranks
-    boot = resample_units(matrix, matrix.resamples(settings)).overall  # the same draws compare uses
-    per_resample = []
-    for column in boot.T:
-        if np.isnan(column).any():
-            continue  # a resample where some run has no value is left out
-        per_resample.append(stats.rankdata(-column, method="min"))
+    boot = rank_resamples(matrix, settings)  # the same draws compare uses: partial runs draw their own cases
+    assert not np.isnan(boot).any()  # so no resample is left out
+    per_resample = [stats.rankdata(-column, method="min") for column in boot.T]
     table = np.array(per_resample).T  # (units, usable resamples)
     for k, unit in enumerate(matrix.units):
         row = ranks.filter(pl.col("unit") == unit).row(0, named=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from toolkit.analysis._blas import product
 from toolkit.analysis.matrix import CaseMatrix, case_matrix
 from toolkit.analysis.paired import ResampleSettings, ResampleStream, SharedResamples
 from toolkit.analysis.paired_t import paired_t
@@ -68,6 +69,29 @@ def resample_units(matrix: CaseMatrix, res: SharedResamples | ResampleStream, be
     with np.errstate(invalid="ignore", divide="ignore"):
         overall /= has.sum(axis=1)[:, None]
     return UnitResamples(bench, overall)
+
+
+def rank_resamples(matrix: CaseMatrix, settings: ResampleSettings) -> np.ndarray:
+    """(units, samples) resampled macro means for rank intervals, none left out: ``resample_units``' shared
+    draws, except that a unit with part of a benchmark's cases takes as many draws of its own cases there
+    (``ResampleStream.per_stratum_own``), so no resample lacks it. Without such a unit: ``resample_units``."""
+    partial = [[u for u in range(len(matrix.units)) if 0 < matrix.present[u, s].sum() < s.stop - s.start]
+               for s in matrix.slices]
+    stream = ResampleStream.of(matrix.strata, settings, reuse=True)
+    if not any(partial):
+        return resample_units(matrix, stream, benchmarks=False).overall
+    has = matrix.benchmark_counts() > 0
+    overall = np.zeros((len(matrix.units), settings.samples))
+    own = [[matrix.present[u, s] > 0 for u in units] for s, units in zip(matrix.slices, partial)]
+    for b, (part, mine) in enumerate(stream.per_stratum_own(own)):
+        means = part.stratum_ratio(matrix.scores, matrix.present, 0)
+        s = matrix.slices[b]
+        for u, mask, counts in zip(partial[b], own[b], mine):
+            means[u] = product(matrix.scores[u:u + 1, s][:, mask], counts)[0] / counts.shape[0]
+        overall += np.where(has[:, b, None], means, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        overall /= has.sum(axis=1)[:, None]
+    return overall
 
 
 def compare_cases(cases: pl.DataFrame, units: list[str], settings: ResampleSettings = ResampleSettings(),
@@ -126,9 +150,8 @@ def compare_matrix(matrix: CaseMatrix, settings: ResampleSettings = ResampleSett
         tie_group=pl.Series(groups, dtype=pl.Int64)).select("unit", "rank", "tie_group", pl.exclude(
             "unit", "rank", "tie_group"))
     not_ranked = own.with_columns(reason=pl.Series(reasons, dtype=pl.String)).filter(~pl.Series(mask))
-    ranks, short = _ranks(ranked, names, observed, order, settings)
-    notes = _notes(label, names, not_ranked, ranks, short, settings.samples, shown, len(matrix.benchmarks), min_cases,
-                   separation)
+    ranks = _ranks(ranked, names, observed, order, settings)
+    notes = _notes(label, names, not_ranked, shown, len(matrix.benchmarks), min_cases, separation)
     both = matrix.present[ranked_rows][first] * matrix.present[ranked_rows][second] if names else np.zeros((0, 0))
     common = [both[:, s].sum(axis=1) for s in matrix.slices] if both.size else []
     sizes = np.concatenate([counts[ranked_rows].ravel(), *common]) if names else np.zeros(0)
@@ -158,29 +181,22 @@ def _in_range(bound: np.ndarray) -> np.ndarray:
 
 
 def _ranks(ranked: CaseMatrix, names: list[str], observed: np.ndarray, order: np.ndarray,
-           settings: ResampleSettings) -> tuple[pl.DataFrame, list[str]]:
-    """Rank intervals of the ranked units (leaderboard order) over resamples of their own cases only, and
-    the units some resample drew none of the cases of in a benchmark."""
+           settings: ResampleSettings) -> pl.DataFrame:
+    """Rank intervals of the ranked units (leaderboard order) over resamples of their own cases only: every
+    ranked unit has cases in every benchmark, so every resample is used (``rank_resamples``)."""
     if not names:
-        return rank_intervals([], np.zeros(0), np.zeros((0, settings.samples))), []
-    boot = resample_units(ranked, ResampleStream.of(ranked.strata, settings, reuse=True), benchmarks=False).overall
-    short = [names[i] for i in np.flatnonzero(np.isnan(boot).any(axis=1))]
-    return rank_intervals(ranked.units, observed, boot)[order.tolist()], short
+        return rank_intervals([], np.zeros(0), np.zeros((0, settings.samples)))
+    return rank_intervals(ranked.units, observed, rank_resamples(ranked, settings))[order.tolist()]
 
 
-def _notes(label: str, names: list[str], not_ranked: pl.DataFrame, ranks: pl.DataFrame, short: list[str],
-           samples: int, shown: pl.DataFrame, benchmarks: int, min_cases: int, separation: pl.DataFrame) -> list[str]:
+def _notes(label: str, names: list[str], not_ranked: pl.DataFrame, shown: pl.DataFrame, benchmarks: int,
+           min_cases: int, separation: pl.DataFrame) -> list[str]:
     notes = []
     if not_ranked.height:
         listed = ", ".join(not_ranked["unit"].head(5).to_list()) + (", ..." if not_ranked.height > 5 else "")
         notes.append(f"{not_ranked.height} {label}(s) not ranked ({listed}; see not_ranked): a {label} is ranked "
                      f"only with at least {min_cases} cases in each of the {benchmarks} benchmarks; pairs, ranks "
                      f"and tie groups are among ranked {label}s only")
-    if short:
-        listed = ", ".join(short[:5]) + (", ..." if len(short) > 5 else "")
-        notes.append(f"rank intervals rest on {int(ranks['resamples'][0]):,} of {samples:,} resamples (the resamples "
-                     f"column): a resample that drew none of a {label}'s cases in some benchmark is left out, which "
-                     f"happens for {label}s with few cases there ({listed})")
     if len(names) == 1:
         notes.append(f"a single ranked {label} ({names[0]}): there is no pair to compare")
     lonely = shown.filter((pl.col("benchmark") == OVERALL) & (pl.col("n_cases") == 0))

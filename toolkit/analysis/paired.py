@@ -145,18 +145,51 @@ class ResampleStream:
 
         The draws are taken in a fixed order of (stratum, chunk of resamples) calls, which fixes the numbers;
         each chunk is counted before the next is drawn, so one index chunk is held at a time."""
+        for part, _ in self.per_stratum_own(()):
+            yield part
+
+    def per_stratum_own(self, own: Sequence[Sequence[np.ndarray]]
+                        ) -> Iterator[tuple[SharedResamples, list[np.ndarray]]]:
+        """``per_stratum``'s parts (the same draws), each with the own-case counts of ``own[stratum]``: per
+        subset (a boolean mask of the stratum's cases, at least one case), (k, samples) counts of k = its
+        size draws from it alone.
+
+        A subset's k draws are the resample's first k draws that land in it (in draw order, so iid uniform on
+        it), topped up from a second seeded generator when fewer land there: an exact bootstrap of its own k
+        cases that shares most draws with the whole stratum's, and is never empty."""
         rng = np.random.default_rng(self.settings.seed)
+        top_up = np.random.default_rng([self.settings.seed, 1])
         samples, start = self.samples, 0
         most = max((n for _, n in self.strata), default=0)
         buffer = np.empty((most, samples)) if self.reuse else None
-        for name, n in self.strata:
+        for s, (name, n) in enumerate(self.strata):
             rows = max(1, _DRAW_CHUNK // n)
             counts = buffer[:n] if buffer is not None else np.empty((n, samples))
+            masks = [np.asarray(m, dtype=bool) for m in own[s]] if s < len(own) else []
+            mine = [np.empty((int(m.sum()), samples)) for m in masks]
             for first in range(0, samples, rows):
                 last = min(samples, first + rows)
-                counts[:, first:last] = _counts(rng.integers(0, n, size=(last - first, n)))
-            yield SharedResamples((name,), (slice(start, start + n),), (counts,))
+                index = rng.integers(0, n, size=(last - first, n))
+                for mask, out in zip(masks, mine):
+                    out[:, first:last] = _own_counts(index, mask, top_up)
+                counts[:, first:last] = _counts(index)
+            yield SharedResamples((name,), (slice(start, start + n),), (counts,)), mine
             start += n
+
+
+def _own_counts(index: np.ndarray, mask: np.ndarray, top_up: np.random.Generator) -> np.ndarray:
+    """(k, rows) counts of k draws from the k cases of ``mask`` per resample (row of ``index``): the row's
+    first k draws inside the mask, then draws of ``top_up`` for the rest."""
+    rows, k = index.shape[0], int(mask.sum())
+    inside = mask[index]
+    taken = inside & (np.cumsum(inside, axis=1) <= k)
+    position = np.cumsum(mask) - 1  # a case's place among the subset's cases
+    missing = k - taken.sum(axis=1)
+    extra = np.arange(k)[None, :] < missing[:, None]
+    at = np.broadcast_to(np.arange(rows)[:, None], index.shape)
+    drawn = np.concatenate([position[index[taken]], top_up.integers(0, k, size=(rows, k))[extra]])
+    row = np.concatenate([at[taken], np.broadcast_to(np.arange(rows)[:, None], (rows, k))[extra]])
+    return np.bincount(drawn * rows + row, minlength=k * rows).reshape(k, rows).astype(np.float64)
 
 
 def _counts(index: np.ndarray) -> np.ndarray:

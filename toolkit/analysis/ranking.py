@@ -3,8 +3,8 @@
 Ranking is like for like: a unit is ranked only when it has at least ``MIN_CASES``
 cases in every benchmark of the comparison: the benchmarks of the runs' dataset (for
 raters, those of the matrix), so whether a unit is ranked depends on it alone. A macro mean over 2 of 10 benchmarks, or over single cases,
-is not the same quantity as a complete run's, and a unit with one case somewhere
-would make most resamples of every rank interval unusable.
+is not the same quantity as a complete run's, and one case in a benchmark has no spread for a
+rank interval to reflect.
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ def rank_intervals(units: tuple[str, ...] | list[str], observed: np.ndarray, boo
     """Each unit's rank over the resamples: median, 2.5-97.5% interval and share of resamples ranked first.
 
     ``boot`` is (units, samples) of resampled overall means from shared resamples, so a resample
-    ranks every unit on the same cases. Resamples where some unit has no value (it drew none of a
-    unit's few cases in a benchmark) are left out rather than ranking that unit last; ``resamples``
-    says how many were used.
+    ranks every unit on the same cases. Resamples where some unit has no value are left out rather than
+    ranking that unit last; ``resamples`` says how many were used (``compare``'s resamples have no such
+    resample: a run with part of a benchmark draws its own cases there, ``rank_resamples``).
     """
     usable = boot[:, ~np.isnan(boot).any(axis=0)].T  # (samples, units)
     ranks = competition_ranks(usable).T
