@@ -149,6 +149,13 @@ def render_page(data: dict) -> str:
         style_hash=_hash(style), review_id=data["review_id"], instructions=data["instructions"])
 
 
+def _still_runs(store: Store, shown: list[Shown]) -> None:
+    """Under the store's lock: the runs shown are still there (a rename or removal rewrites keys under it)."""
+    gone = [r for r in dict.fromkeys(s.run_id for s in shown) if not store.has_run(r)]
+    if gone:
+        raise StoreError(f"review: run {gone[0]!r} was renamed or removed meanwhile; write the review again")
+
+
 def write_review(store: Store, run_ids: list[str], cases: int, seed: int, out: str | os.PathLike[str],
                  instructions: str | None = None) -> str:
     """Write the review page to ``out`` and its unblinding key to the store's ``reviews`` table; the new
@@ -169,7 +176,7 @@ def write_review(store: Store, run_ids: list[str], cases: int, seed: int, out: s
     temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         temporary.write_text(html, encoding="utf-8")
-        store.append_rows("reviews", rows, [review_id] * len(rows))
+        store.append_rows("reviews", rows, [review_id] * len(rows), check=lambda: _still_runs(store, shown))
         os.replace(temporary, out)
     finally:
         temporary.unlink(missing_ok=True)

@@ -71,7 +71,7 @@ def _unblind(store: Store, parsed: Parsed, problems: list[str]) -> list[dict]:
         shown = key.get(row["blind_id"])
         if shown is None:
             problems.append(f"{row['where']}: blind_id {row['blind_id']!r} is not an answer of review "
-                            f"{parsed.review_id!r}")
+                            f"{parsed.review_id!r} (a mistyped id, or the answer of a run since removed)")
             continue
         out.append({**row, "review_id": parsed.review_id, "run_id": shown["run_id"], "case_id": shown["case_id"],
                     "sample": shown["sample"], "shown_sha256": shown["answer_sha256"]})
@@ -170,6 +170,9 @@ def add_labels(store: Store, rows: list[dict], source: str, review_id: str | Non
     new = [{c: r.get(c) for c in COLUMNS} for r in rows if _key(r) not in stored]
 
     def still_new() -> None:  # under the store's lock: no other import added them meanwhile
+        gone = [r for r in run_ids if not store.has_run(r)]  # a rename or removal moves labels under this lock
+        if gone:
+            raise StoreError(f"{source}: run {gone[0]!r} was renamed or removed meanwhile; import again")
         now = _stored(store, run_ids)
         if any(_key(r) in now for r in new):
             raise StoreError(f"{source}: another import added some of these labels meanwhile; import again")
