@@ -66,7 +66,8 @@ def _store(ctx: click.Context, store_dir: str | None):
 @store_option
 @click.pass_context
 def rm_cmd(ctx: click.Context, run_ids: tuple[str, ...], yes: bool, store_dir: str | None) -> None:
-    """Remove runs (their answers, judgments and decisions); asks first unless --yes."""
+    """Remove runs (their answers, judgments and decisions, and the human labels and review keys' rows of
+    their answers); asks first unless --yes."""
     from toolkit.sql import follow_commits
     follow_commits()  # registered `bedside db` files follow the removal
     from toolkit.listing.run_list import removal_counts
@@ -110,7 +111,7 @@ def _plural(n: int, what: str) -> str:
 @store_option
 @click.pass_context
 def rename_cmd(ctx: click.Context, old: str, new: str, store_dir: str | None) -> None:
-    """Give a run another id (the new id must not exist)."""
+    """Give a run another id (the new id must not exist); its labels and review keys follow it."""
     from toolkit.sql import follow_commits
     follow_commits()  # registered `bedside db` files follow the rename
     from toolkit.score_tables import store_scores
