@@ -204,6 +204,16 @@ MALFORMED = {
     "time without offset": (_bad_table(_set("labelled_at", "2025-03-01T10:00:00")),
                             "line 2: labelled_at: '2025-03-01T10:00:00' is not an ISO-8601 time with its UTC offset"),
     "unknown column": (_bad_table(_set("model", "x")), "line 2: unknown column 'model'"),
+    # a reviewer's name is checked as a run id is: one that looks like another is a second physician
+    "reviewer with a zero-width space": (_bad_table(_set("reviewer", "dr\u200b-a")),
+                                         "line 2: reviewer 'dr\\u200b-a': holds an invisible character (U+200B)"),
+    "reviewer with a bidi control": (_bad_table(_set("reviewer", "\u202edr-a")),
+                                     "line 2: reviewer '\\u202edr-a': holds a bidirectional-text control"),
+    "reviewer with a NUL": (_bad_table(_set("reviewer", "dr\x00a")), "holds a control character (U+0000)"),
+    "reviewer with a newline": (_bad_table(_set("reviewer", "dr\na")), "holds a control character (U+000A)"),
+    "export reviewer with a zero-width space": (
+        _export(lambda body, other: body.__setitem__("reviewer", "dr\u200b-d")),
+        "export.json: reviewer 'dr\\u200b-d': holds an invisible character"),
     "duplicate in file": (_bad_table(lambda rows, d: rows.append(dict(rows[0]))),
                           "line 4: reviewer 'dr-b' labels run 'hidden-alpha' case"),
     "not json": (lambda d, s, t: ("labels.jsonl", '{"reviewer": "dr-a",\n'), "labels.jsonl: line 1 column"),
@@ -406,3 +416,20 @@ def test_an_import_whose_run_is_renamed_before_its_commit_is_refused(two_runs: S
     with pytest.raises(StoreError, match=f"run '{RUNS[0]}' was renamed or removed meanwhile; import again"):
         import_labels(two_runs, _write_csv(tmp_path / "labels.csv", _table_rows(sample_dataset, 6)))
     assert two_runs.read("human_labels").height == 0
+
+
+def test_a_reviewer_named_in_nfd_is_the_same_reviewer(two_runs: Store, tmp_path: Path, sample_dataset) -> None:
+    """"Émile" typed on two machines (NFC and NFD) is one physician: the second file's labels are the
+    first's, skipped, and a different value is refused as from the same reviewer."""
+    import unicodedata
+
+    rows = [{**r, "reviewer": "Dr Émile"} for r in _table_rows(sample_dataset, 4)]
+    import_labels(two_runs, _write_csv(tmp_path / "nfc.csv", rows))
+    twin = [{**r, "reviewer": unicodedata.normalize("NFD", "Dr Émile")} for r in rows]
+    again = import_labels(two_runs, _write_csv(tmp_path / "nfd.csv", twin))
+    assert (again.added, again.already, again.reviewers) == (0, 4, ("Dr Émile",))
+    assert set(two_runs.read("human_labels")["reviewer"]) == {"Dr Émile"}
+    twin[0]["label"] = "met" if twin[0]["label"] != "met" else "not_met"
+    done = bedside_process(["labels", "import", str(_write_csv(tmp_path / "nfd2.csv", twin)),
+                            "--store", str(two_runs.root)])
+    assert done.returncode == 1 and "reviewer 'Dr Émile' already labelled" in done.stderr

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.inputs import DATASET_FILE_LIMIT, InputError, parse_json, read_text, shorten
+from toolkit.store import StoreError
+from toolkit.store.paths import new_run_id
 
 LABEL_VALUES = ("met", "not_met", "unsure")
 PAGE_FORMAT = "bedside-review-labels 1"
@@ -84,9 +86,18 @@ def _time(value: object, where: str, problems: list[str]) -> str | None:
     return moment.astimezone(dt.timezone.utc).isoformat()
 
 
-def _reviewer(value: object, where: str, problems: list[str]) -> str | None:
+def reviewer_name(value: object, where: str, problems: list[str]) -> str | None:
+    """A reviewer's name as stored: stripped ("Dr A " and "Dr A" are one reviewer) and checked as a run id
+    is (NFC, so two spellings of "Émile" are one reviewer; no control, invisible or bidi character, which
+    would make one physician look like two)."""
     text = _text(value, where, "reviewer", problems)
-    return None if text is None else text.strip()  # "Dr A " and "Dr A" are one reviewer
+    if text is None:
+        return None
+    try:
+        return new_run_id(text.strip(), "reviewer")
+    except StoreError as error:
+        problems.append(f"{where}: {error}")
+        return None
 
 
 def _label(value: object, where: str, problems: list[str]) -> str | None:
@@ -121,7 +132,7 @@ def _page(name: str, text: str) -> Parsed:
         problems.append(f"{name}: unknown key {shorten(extra[0], 60)!r} (an export holds "
                         f"{', '.join(sorted(PAGE_KEYS))})")
     review_id = _text(value.get("review_id"), name, "review_id", problems)
-    reviewer = _reviewer(value.get("reviewer"), name, problems)
+    reviewer = reviewer_name(value.get("reviewer"), name, problems)
     labels = value.get("labels")
     if not isinstance(labels, list):
         problems.append(f"{name}: labels: must be a list")
@@ -162,7 +173,7 @@ def _table_row(record: dict, where: str, problems: list[str]) -> dict | None:
     if wrong is not None:
         problems.append(wrong)
         return None
-    return {"where": where, "reviewer": _reviewer(record["reviewer"], where, problems),
+    return {"where": where, "reviewer": reviewer_name(record["reviewer"], where, problems),
             "run_id": _text(record["run_id"], where, "run_id", problems),
             "case_id": _text(record["case_id"], where, "case_id", problems),
             "sample": _sample(record.get("sample"), where, problems),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from toolkit.labels._files import LabelsError, Parsed, parse_file
+from toolkit.labels._files import LabelsError, Parsed, parse_file, reviewer_name
 from toolkit.store import Store, StoreError
 from toolkit.tables import LABEL_TABLES
 
@@ -149,7 +149,8 @@ def add_labels(store: Store, rows: list[dict], source: str, review_id: str | Non
     """Labels given as rows (the ``human_labels`` columns and ``where``, the row's place for a problem
     line) checked and added as ``import_labels`` does: the one path every label takes into the store."""
     problems = [] if problems is None else problems
-    rows = _check(store, rows, problems)
+    named = [{**r, "reviewer": reviewer_name(r["reviewer"], r["where"], problems)} for r in rows]
+    rows = _check(store, [r for r in named if r["reviewer"] is not None], problems)
     first: dict[tuple, str] = {}
     for row in rows:
         where = first.setdefault(_key(row), row["where"])
