@@ -166,7 +166,7 @@ def _bad_table(change):
     return build
 
 
-def _export(change):
+def _export(change, twice: str | None = None):
     def build(dataset, store, tmp_path):
         from toolkit.labels import write_review
 
@@ -177,7 +177,12 @@ def _export(change):
         body = {"format": "bedside-review-labels 1", "review_id": review_id, "reviewer": "dr-d",
                 "labels": [{"blind_id": row["blind_id"], "item_id": item, "label": "met", "labelled_at": None}]}
         change(body, items.filter(items["case_id"] != row["case_id"])["item_id"][0])
-        return "export.json", json.dumps(body)
+        text = json.dumps(body)
+        if twice is not None:  # a key given twice, the last of them as the export holds it
+            last = twice.rpartition(", ")[2]
+            assert last in text
+            text = text.replace(last, twice, 1)
+        return "export.json", text
     return build
 
 
@@ -204,6 +209,18 @@ MALFORMED = {
     "time without offset": (_bad_table(_set("labelled_at", "2025-03-01T10:00:00")),
                             "line 2: labelled_at: '2025-03-01T10:00:00' is not an ISO-8601 time with its UTC offset"),
     "unknown column": (_bad_table(_set("model", "x")), "line 2: unknown column 'model'"),
+    "time before year 1 in UTC": (_bad_table(_set("labelled_at", "0001-01-01T00:00:00+01:00")),
+                                  "line 2: labelled_at: '0001-01-01T00:00:00+01:00' is out of range"),
+    "time after year 9999 in UTC": (_bad_table(_set("labelled_at", "9999-12-31T23:59:59-01:00")),
+                                    "line 2: labelled_at: '9999-12-31T23:59:59-01:00' is out of range"),
+    # JSON keeps the last of a key given twice: which one was meant is the reviewer's to say
+    "export label given twice": (_export(lambda body, other: None, twice='"label": "not_met", "label": "met"'),
+                                 "export.json: labels[0].label: given twice in one object"),
+    "export reviewer given twice": (_export(lambda body, other: None, twice='"reviewer": "dr-e", "reviewer": "dr-d"'),
+                                    "export.json: reviewer: given twice in one object"),
+    "table row with a key twice": (lambda d, s, t: ("labels.jsonl", "".join(json.dumps(r) + "\n" for r in
+                                                   _table_rows(d, 2)).replace('"label": ', '"label": "met", "label": ', 1)),
+                                   "labels.jsonl: line 1: label: given twice in one object"),
     # a reviewer's name is checked as a run id is: one that looks like another is a second physician
     "reviewer with a zero-width space": (_bad_table(_set("reviewer", "dr\u200b-a")),
                                          "line 2: reviewer 'dr\\u200b-a': holds an invisible character (U+200B)"),

@@ -83,7 +83,12 @@ def _time(value: object, where: str, problems: list[str]) -> str | None:
         problems.append(f"{where}: labelled_at: {shorten(repr(text), 60)} is not an ISO-8601 time with its UTC "
                         "offset (e.g. 2025-03-01T10:00:00Z)")
         return None
-    return moment.astimezone(dt.timezone.utc).isoformat()
+    try:
+        return moment.astimezone(dt.timezone.utc).isoformat()
+    except OverflowError:  # year 1 east of UTC, or 9999 west of it
+        problems.append(f"{where}: labelled_at: {shorten(repr(text), 60)} is out of range (in UTC it falls before "
+                        "year 1 or after year 9999)")
+        return None
 
 
 def reviewer_name(value: object, where: str, problems: list[str]) -> str | None:
@@ -120,7 +125,7 @@ def _sample(value: object, where: str, problems: list[str]) -> int | None:
 
 def _page(name: str, text: str) -> Parsed:
     try:
-        value = parse_json(text, name)
+        value = parse_json(text, name, keys_once=True)
     except InputError as error:
         raise LabelsError([str(error)]) from None
     if not isinstance(value, dict) or value.get("format") != PAGE_FORMAT:
@@ -220,9 +225,10 @@ def _jsonl(name: str, text: str) -> Parsed:
             continue
         where = f"{name}: line {number}"
         try:
-            record = parse_json(line, name, position=f"line {number} column {{column}}")
-        except InputError as error:
-            problems.append(str(error))
+            record = parse_json(line, name, position=f"line {number} column {{column}}", keys_once=True)
+        except InputError as error:  # a value's path (a key given twice, say) is found within its line
+            problems.append(str(error) if error.field.startswith("line ") else
+                            f"{where}: {error.field}: {error.message}")
             continue
         if not isinstance(record, dict):
             problems.append(f"{where}: must be a JSON object")
