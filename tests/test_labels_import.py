@@ -218,9 +218,9 @@ MALFORMED = {
                                  "export.json: labels[0].label: given twice in one object"),
     "export reviewer given twice": (_export(lambda body, other: None, twice='"reviewer": "dr-e", "reviewer": "dr-d"'),
                                     "export.json: reviewer: given twice in one object"),
-    "table row with a key twice": (lambda d, s, t: ("labels.jsonl", "".join(json.dumps(r) + "\n" for r in
-                                                   _table_rows(d, 2)).replace('"label": ', '"label": "met", "label": ', 1)),
-                                   "labels.jsonl: line 1: label: given twice in one object"),
+    "table row with a key twice": (lambda d, s, t: ("labels.jsonl", "".join(
+        json.dumps(r) + "\n" for r in _table_rows(d, 2)).replace('"label": ', '"label": "met", "label": ', 1)),
+        "labels.jsonl: line 1: label: given twice in one object"),
     # a reviewer's name is checked as a run id is: one that looks like another is a second physician
     "reviewer with a zero-width space": (_bad_table(_set("reviewer", "dr\u200b-a")),
                                          "line 2: reviewer 'dr\\u200b-a': holds an invisible character (U+200B)"),

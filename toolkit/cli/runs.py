@@ -94,11 +94,11 @@ def rm_cmd(ctx: click.Context, run_ids: tuple[str, ...], yes: bool, store_dir: s
     for run_id in ids:
         delete_run(store, run_id)
         labels, shown, _ = labelled[run_id]
-        taken = [f"{_plural(labels, 'label')}" if labels else "", f"{_plural(shown, 'answer')} in reviews" if shown else ""]
-        taken = [t for t in taken if t]
         # Labels and review keys are about the run's answers: kept, they would attach to a run collected again.
-        say(f"removed {run_id}" + (f" with its {' and its '.join(taken)} (a review page made before can no longer "
-                                   "label its answers)" if shown else f" with its {taken[0]}" if taken else ""))
+        taken = [t for t in (_plural(labels, "label") if labels else "",
+                             f"{_plural(shown, 'answer')} in reviews" if shown else "") if t]
+        note = " (a review page made before can no longer label its answers)" if shown else ""
+        say(f"removed {run_id}" + (f" with its {' and its '.join(taken)}{note}" if taken else ""))
 
 
 def _plural(n: int, what: str) -> str:
