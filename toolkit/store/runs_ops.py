@@ -31,12 +31,13 @@ def delete_run(store: "Store", run_id: str) -> None:
     about answers no longer held, they would attach to a run collected again under the id."""
     txn = transaction.begin(store, run_id, missing="")
     try:
-        txn.remove()
+        # Label imports and reviews check under this lock that their runs exist: none adds rows of the run
+        # after its removal, nor of a run made again under its id before its labels are gone.
+        with store_lock(_store_lock(store)):
+            txn.remove()
+            changed = _drop_labels(store, txn.run_id) | _rekey_reviews(store, txn.run_id, None)
     finally:
         txn.lock.close()
-    # Label imports and reviews check under this lock that their runs exist: none adds rows of it after this.
-    with store_lock(_store_lock(store)):
-        changed = _drop_labels(store, txn.run_id) | _rekey_reviews(store, txn.run_id, None)
     if changed:
         commits.committed(store)
 
