@@ -166,7 +166,7 @@ def _bad_table(change):
     return build
 
 
-def _export(change):
+def _export(change, twice: str | None = None):
     def build(dataset, store, tmp_path):
         from toolkit.labels import write_review
 
@@ -177,7 +177,12 @@ def _export(change):
         body = {"format": "bedside-review-labels 1", "review_id": review_id, "reviewer": "dr-d",
                 "labels": [{"blind_id": row["blind_id"], "item_id": item, "label": "met", "labelled_at": None}]}
         change(body, items.filter(items["case_id"] != row["case_id"])["item_id"][0])
-        return "export.json", json.dumps(body)
+        text = json.dumps(body)
+        if twice is not None:  # a key given twice, the last of them as the export holds it
+            last = twice.rpartition(", ")[2]
+            assert last in text
+            text = text.replace(last, twice, 1)
+        return "export.json", text
     return build
 
 
@@ -204,6 +209,28 @@ MALFORMED = {
     "time without offset": (_bad_table(_set("labelled_at", "2025-03-01T10:00:00")),
                             "line 2: labelled_at: '2025-03-01T10:00:00' is not an ISO-8601 time with its UTC offset"),
     "unknown column": (_bad_table(_set("model", "x")), "line 2: unknown column 'model'"),
+    "time before year 1 in UTC": (_bad_table(_set("labelled_at", "0001-01-01T00:00:00+01:00")),
+                                  "line 2: labelled_at: '0001-01-01T00:00:00+01:00' is out of range"),
+    "time after year 9999 in UTC": (_bad_table(_set("labelled_at", "9999-12-31T23:59:59-01:00")),
+                                    "line 2: labelled_at: '9999-12-31T23:59:59-01:00' is out of range"),
+    # JSON keeps the last of a key given twice: which one was meant is the reviewer's to say
+    "export label given twice": (_export(lambda body, other: None, twice='"label": "not_met", "label": "met"'),
+                                 "export.json: labels[0].label: given twice in one object"),
+    "export reviewer given twice": (_export(lambda body, other: None, twice='"reviewer": "dr-e", "reviewer": "dr-d"'),
+                                    "export.json: reviewer: given twice in one object"),
+    "table row with a key twice": (lambda d, s, t: ("labels.jsonl", "".join(
+        json.dumps(r) + "\n" for r in _table_rows(d, 2)).replace('"label": ', '"label": "met", "label": ', 1)),
+        "labels.jsonl: line 1: label: given twice in one object"),
+    # a reviewer's name is checked as a run id is: one that looks like another is a second physician
+    "reviewer with a zero-width space": (_bad_table(_set("reviewer", "dr\u200b-a")),
+                                         "line 2: reviewer 'dr\\u200b-a': holds an invisible character (U+200B)"),
+    "reviewer with a bidi control": (_bad_table(_set("reviewer", "\u202edr-a")),
+                                     "line 2: reviewer '\\u202edr-a': holds a bidirectional-text control"),
+    "reviewer with a NUL": (_bad_table(_set("reviewer", "dr\x00a")), "holds a control character (U+0000)"),
+    "reviewer with a newline": (_bad_table(_set("reviewer", "dr\na")), "holds a control character (U+000A)"),
+    "export reviewer with a zero-width space": (
+        _export(lambda body, other: body.__setitem__("reviewer", "dr\u200b-d")),
+        "export.json: reviewer 'dr\\u200b-d': holds an invisible character"),
     "duplicate in file": (_bad_table(lambda rows, d: rows.append(dict(rows[0]))),
                           "line 4: reviewer 'dr-b' labels run 'hidden-alpha' case"),
     "not json": (lambda d, s, t: ("labels.jsonl", '{"reviewer": "dr-a",\n'), "labels.jsonl: line 1 column"),
@@ -290,13 +317,13 @@ def test_labels_are_about_an_answer_and_lapse_when_the_run_is_collected_again(tw
     labels = read_labels(two_runs)
     kept = labels.filter(labels["run_id"] == RUNS[1])
     assert 0 < kept.height < labels.height
+    key = two_runs.read("reviews", keys=[review_id])
+    blind = key.filter(key["run_id"] == RUNS[0])["blind_id"][0]
     delete_run(two_runs, RUNS[0])
     again = answers_store(tmp_path / "again", sample_dataset, samples=2, answer=lambda k, i, s: f"Other {k}.{i}.{s}")
     two_runs.write("runs", RUNS[0], again.read("runs", [RUNS[0]]).to_dicts())
     two_runs.write("answers", RUNS[0], again.read("answers", [RUNS[0]]).to_arrow())
     assert read_labels(two_runs).select(COLUMNS).equals(kept.select(COLUMNS))
-    key = two_runs.read("reviews", keys=[review_id])
-    blind = key.filter(key["run_id"] == RUNS[0])["blind_id"][0]
     case = key.filter(key["blind_id"] == blind)["case_id"][0]
     items = two_runs.read("rubric_items")
     item = items.filter(items["case_id"] == case)["item_id"][0]
@@ -304,6 +331,18 @@ def test_labels_are_about_an_answer_and_lapse_when_the_run_is_collected_again(tw
     path.write_text(json.dumps({"format": "bedside-review-labels 1", "review_id": review_id, "reviewer": "dr-c",
                                 "exported_at": "2025-01-01T00:00:00Z",
                                 "labels": [{"blind_id": blind, "item_id": item, "label": "met",
+                                            "labelled_at": None}]}), encoding="utf-8")
+    with pytest.raises(LabelsError, match="is not an answer of review .*of a run since removed"):
+        import_labels(two_runs, path)  # the removal took the run's answers out of the review's key
+    # A run that answered a case again (a later attempt) keeps its key: its labels are about the old answer.
+    row = key.filter(key["run_id"] == RUNS[1]).row(0, named=True)
+    two_runs.write("answers", RUNS[1], [{
+        "run_id": RUNS[1], "case_id": row["case_id"], "sample": row["sample"], "attempt": 2, "seq": 1000,
+        "answer_model": MODELS[RUNS[1]], "answer": "Another plan.", "started_at": "2025-01-02T00:00:00Z",
+        "finished_at": "2025-01-02T00:01:00Z", "error": None}])
+    item = items.filter(items["case_id"] == row["case_id"])["item_id"][0]
+    path.write_text(json.dumps({"format": "bedside-review-labels 1", "review_id": review_id, "reviewer": "dr-c",
+                                "labels": [{"blind_id": row["blind_id"], "item_id": item, "label": "met",
                                             "labelled_at": None}]}), encoding="utf-8")
     with pytest.raises(LabelsError, match="changed since the review page"):
         import_labels(two_runs, path)
@@ -322,3 +361,92 @@ def test_a_renamed_run_keeps_its_labels_and_a_removed_one_shows_none(two_runs: S
     assert sorted(after.rows()) == sorted(moved.rows())
     delete_run(two_runs, RUNS[1])
     assert set(read_labels(two_runs)["run_id"]) == {"renamed"}
+
+
+def _export_all(store: Store, review_id: str, path: Path, reviewer: str = "dr-c") -> Path:
+    """An export labelling the first rubric item of every answer of the review as met."""
+    key = store.read("reviews", keys=[review_id]).sort("position")
+    items = store.read("rubric_items")
+    labels = [{"blind_id": row["blind_id"], "item_id": items.filter(items["case_id"] == row["case_id"])["item_id"][0],
+               "label": "met", "labelled_at": None} for row in key.iter_rows(named=True)]
+    path.write_text(json.dumps({"format": "bedside-review-labels 1", "review_id": review_id, "reviewer": reviewer,
+                                "exported_at": "2025-01-01T00:00:00Z", "labels": labels}), encoding="utf-8")
+    return path
+
+
+def test_a_page_made_before_a_rename_imports_onto_the_renamed_run(two_runs: Store, tmp_path: Path,
+                                                                  sample_dataset) -> None:
+    """The rename moves the review's key and the labels: nothing is left under the old id, nothing is copied."""
+    from toolkit.labels import write_review
+
+    review_id = write_review(two_runs, list(RUNS), 2, 5, tmp_path / "review.html")
+    import_labels(two_runs, _write_csv(tmp_path / "labels.csv", _table_rows(sample_dataset, 6)))
+    renamed = bedside_process(["runs", "rename", RUNS[0], "renamed", "--store", str(two_runs.root)])
+    assert renamed.returncode == 0, renamed.stderr
+    assert set(two_runs.read("human_labels")["run_id"]) == {"renamed", RUNS[1]}  # the raw table: no copy left
+    assert set(two_runs.read("reviews", keys=[review_id])["run_id"]) == {"renamed", RUNS[1]}
+    done = bedside_process(["labels", "import", str(_export_all(two_runs, review_id, tmp_path / "export.json")),
+                            "--store", str(two_runs.root)])
+    assert done.returncode == 0, done.stderr
+    assert "imported 4 labels" in done.stdout and f"runs {RUNS[1]}, renamed)" in done.stdout
+    page = read_labels(two_runs).filter(pl.col("review_id") == review_id)
+    assert set(page["run_id"]) == {"renamed", RUNS[1]}
+    old = _write_csv(tmp_path / "old.csv", [{**r, "run_id": RUNS[0]} for r in _table_rows(sample_dataset, 2)])
+    before = snapshot(two_runs.root)
+    refused = bedside_process(["labels", "import", str(old), "--store", str(two_runs.root)])
+    assert refused.returncode == 1 and f"run '{RUNS[0]}' is not in the store" in refused.stderr
+    assert snapshot(two_runs.root) == before
+
+
+def test_rm_removes_the_runs_labels_and_its_answers_from_reviews_and_says_so(two_runs: Store, tmp_path: Path,
+                                                                             sample_dataset) -> None:
+    from toolkit.labels import write_review
+
+    review_id = write_review(two_runs, list(RUNS), 2, 5, tmp_path / "review.html")
+    import_labels(two_runs, _write_csv(tmp_path / "labels.csv", _table_rows(sample_dataset, 6)))
+    held = two_runs.read("human_labels").filter(pl.col("run_id") == RUNS[0]).height
+    done = bedside_process(["runs", "rm", RUNS[0], "--yes", "--store", str(two_runs.root)])
+    assert done.returncode == 0, done.stderr
+    assert f"{held} labels, 2 answers in 1 review" in done.stdout
+    assert f"removed {RUNS[0]} with its {held} labels and its 2 answers in reviews" in done.stdout
+    assert set(two_runs.read("human_labels")["run_id"]) == {RUNS[1]}
+    assert set(two_runs.read("reviews", keys=[review_id])["run_id"]) == {RUNS[1]}
+    again = bedside_process(["runs", "rm", RUNS[1], "--yes", "--store", str(two_runs.root)])
+    assert again.returncode == 0, again.stderr
+    assert two_runs.read("human_labels").height == 0 and two_runs.read("reviews").height == 0
+
+
+def test_an_import_whose_run_is_renamed_before_its_commit_is_refused(two_runs: Store, tmp_path: Path,
+                                                                     sample_dataset, monkeypatch) -> None:
+    """The labels were checked against the old id; the rename lands before their commit: none may land
+    under an id no run has (the rename moved the labels it found)."""
+    from toolkit.store import StoreError
+    from toolkit.store.runs_ops import rename_run
+
+    append = Store.append_rows
+
+    def renamed_first(self, table, rows, keys, check=None):
+        rename_run(self, RUNS[0], "renamed")
+        return append(self, table, rows, keys, check)
+
+    monkeypatch.setattr(Store, "append_rows", renamed_first)
+    with pytest.raises(StoreError, match=f"run '{RUNS[0]}' was renamed or removed meanwhile; import again"):
+        import_labels(two_runs, _write_csv(tmp_path / "labels.csv", _table_rows(sample_dataset, 6)))
+    assert two_runs.read("human_labels").height == 0
+
+
+def test_a_reviewer_named_in_nfd_is_the_same_reviewer(two_runs: Store, tmp_path: Path, sample_dataset) -> None:
+    """"Émile" typed on two machines (NFC and NFD) is one physician: the second file's labels are the
+    first's, skipped, and a different value is refused as from the same reviewer."""
+    import unicodedata
+
+    rows = [{**r, "reviewer": "Dr Émile"} for r in _table_rows(sample_dataset, 4)]
+    import_labels(two_runs, _write_csv(tmp_path / "nfc.csv", rows))
+    twin = [{**r, "reviewer": unicodedata.normalize("NFD", "Dr Émile")} for r in rows]
+    again = import_labels(two_runs, _write_csv(tmp_path / "nfd.csv", twin))
+    assert (again.added, again.already, again.reviewers) == (0, 4, ("Dr Émile",))
+    assert set(two_runs.read("human_labels")["reviewer"]) == {"Dr Émile"}
+    twin[0]["label"] = "met" if twin[0]["label"] != "met" else "not_met"
+    done = bedside_process(["labels", "import", str(_write_csv(tmp_path / "nfd2.csv", twin)),
+                            "--store", str(two_runs.root)])
+    assert done.returncode == 1 and "reviewer 'Dr Émile' already labelled" in done.stderr

@@ -209,3 +209,43 @@ def test_a_review_draws_its_cases_within_benchmarks_spread_over_them() -> None:
     seen = {tuple(draw_cases(rows, 20, random.Random(s))) for s in range(20)}
     assert len(seen) == 20  # the seed decides which cases and their order
     assert len(draw_cases(rows, 50, random.Random(1))) == 30
+
+
+def test_review_out_refuses_the_store_and_other_files_and_replaces_a_page_only_when_told(
+        tmp_path: Path, sample_dataset) -> None:
+    """--out into the store (its own Delta log, say) or onto a file that is no review page is refused, the
+    file unchanged; a review page reviewers may still be working in is replaced only with --replace, and
+    the output says what is lost."""
+    from tests.conftest import snapshot
+    from tests.test_labels_import import _export_all
+
+    store = answers_store(tmp_path / "store", sample_dataset)
+    log = sorted((store.root / "runs" / "_delta_log").glob("*.json"))[0]
+    notes = tmp_path / "notes.txt"
+    notes.write_text("a reviewer's notes\n", encoding="utf-8")
+
+    def review(out: Path, *more: str):
+        return bedside_process(["review", "--run", RUNS[0], "--cases", "2", "--out", str(out), *more,
+                                "--store", str(store.root)])
+
+    before = snapshot(tmp_path)
+    for out, expected in ((log, "inside the store"), (store.root / "page.html", "inside the store"),
+                          (notes, "exists and is not a review page")):
+        done = review(out)
+        assert done.returncode == 1, done.stdout
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and expected in lines[0], lines
+        assert snapshot(tmp_path) == before  # the refused file, and the store, unchanged
+    page = tmp_path / "review.html"
+    first = _review(store, page, 2, RUNS[0])
+    bedside_process(["labels", "import", str(_export_all(store, first, tmp_path / "export.json")),
+                     "--store", str(store.root)])
+    text = page.read_bytes()
+    refused = review(page)
+    assert refused.returncode == 1 and f"a review page (review {first})" in refused.stderr
+    assert "--replace" in refused.stderr and page.read_bytes() == text
+    replaced = review(page, "--replace")
+    assert replaced.returncode == 0, replaced.stderr
+    assert (f"replaced {page} (review {first}; 2 labels imported from it): labels entered in it and not exported "
+            "can no longer be exported") in replaced.stdout
+    assert first not in page.read_text(encoding="utf-8")

@@ -148,8 +148,22 @@ def _int(literal: str) -> int | _Unstorable:
     return _marker(literal, f"is out of range (an integer of {digits} digits)")
 
 
+def _keys_once(pairs: list[tuple[str, Any]]) -> dict:
+    """An object whose keys are each given once; a key given twice holds a marker (JSON keeps the last)."""
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                out[key] = _marker("", "given twice in one object")
+            seen.add(key)
+    return out
+
+
 # One decoder for every parse (json.loads with hooks would build a new one per call).
 _DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_float, parse_int=_int)
+_DECODER_ONCE = json.JSONDecoder(parse_constant=_constant, parse_float=_float, parse_int=_int,
+                                 object_pairs_hook=_keys_once)
 
 
 def field_path(parts: Iterable[Any], empty: str = "row") -> str:
@@ -167,16 +181,17 @@ def nesting_depth(text: str) -> int:
 
 
 def parse_json(text: str, file: str, position: str = "line {line} column {column}", empty: str = "row",
-               invalid: str = "invalid JSON") -> Any:
+               invalid: str = "invalid JSON", keys_once: bool = False) -> Any:
     """Parse JSON that a table will hold. ``InputError(file, field, message)`` for invalid JSON (the
     field is ``position`` filled with the error's line and column), nesting deeper than
     ``MAX_DEPTH``, NaN / Infinity / a float overflowing to infinity, an integer beyond 64 bits, or
-    a lone surrogate escape (not storable as UTF-8); those name the value's field path."""
+    a lone surrogate escape (not storable as UTF-8); those name the value's field path. ``keys_once``:
+    also a key given twice in one object (of which JSON would keep the last)."""
     if text.count("[") + text.count("{") > MAX_DEPTH and nesting_depth(text) > MAX_DEPTH:
         raise InputError(file, "nesting", f"JSON nested deeper than {MAX_DEPTH} levels")
     made = _made[0]
     try:
-        value = _DECODER.decode(text)
+        value = (_DECODER_ONCE if keys_once else _DECODER).decode(text)
     except json.JSONDecodeError as error:
         where = position.format(line=error.lineno, column=error.colno)
         if text.startswith("\ufeff"):  # Windows editors' byte order mark: JSON does not allow it
@@ -189,7 +204,8 @@ def parse_json(text: str, file: str, position: str = "line {line} column {column
     if _made[0] != made:  # this parse (or another thread's) made a marker: find ours, if any
         found = next(((p, v) for p, v in _walk(value) if isinstance(v, _Unstorable)), None)
         if found is not None:
-            raise InputError(file, field_path(found[0], empty), f"{shorten(found[1].text, 40)} {found[1].why}")
+            raise InputError(file, field_path(found[0], empty),
+                             f"{shorten(found[1].text, 40)} {found[1].why}".lstrip())
     if _SURROGATE_ESCAPE.search(text):
         for path, item in _walk(value):
             if isinstance(item, str) and not _encodable(item):

@@ -17,11 +17,14 @@ from toolkit.cli.options import store_option
 @click.option("--seed", type=click.IntRange(min=0, max=2**63 - 1), default=42, show_default=True, metavar="INTEGER",
               help="Seed of the cases drawn and of the order of cases and answers.")
 @click.option("--out", "out", type=click.Path(dir_okay=False), default="review.html", show_default=True,
-              help="The page to write (one HTML file).")
+              help="The page to write (one HTML file, outside the store; an existing file only with --replace).")
+@click.option("--replace", is_flag=True,
+              help="Replace the review page at --out (labels entered in it and not exported are lost); a file "
+                   "that is not a review page is always refused.")
 @click.option("--reviewer-prompt", "instructions", default=None, metavar="TEXT",
               help="Instructions shown to the reviewers at the top of the page.")
 @store_option
-def review_cmd(run_ids: tuple[str, ...], cases: int, seed: int, out: str, instructions: str | None,
+def review_cmd(run_ids: tuple[str, ...], cases: int, seed: int, out: str, replace: bool, instructions: str | None,
                store_dir: str | None) -> None:
     """Write an offline review page: reviewers label rubric items of blinded answers.
 
@@ -33,10 +36,16 @@ def review_cmd(run_ids: tuple[str, ...], cases: int, seed: int, out: str, instru
     """
     from toolkit.sql import follow_commits
     follow_commits()  # registered `bedside db` files show the new review's rows
-    from toolkit.labels import write_review
+    from toolkit.labels import review_at, write_review
 
     store = open_store(store_dir)
-    review_id = write_review(store, list(run_ids), cases, seed, out, instructions)
+    replaced = review_at(store, out) if replace else None
+    review_id = write_review(store, list(run_ids), cases, seed, out, instructions, replace)
+    if replaced is not None:  # its reviewers' browsers keep their work under its id, which the new page is not
+        labels = store.read("human_labels", columns=["review_id"])
+        imported = labels.filter(labels["review_id"] == replaced).height
+        say(f"replaced {out} (review {replaced}; {imported} labels imported from it): labels entered in it and not "
+            "exported can no longer be exported")
     shown = store.read("reviews", keys=[review_id])
     say(f"wrote {out}: review {review_id}, {shown['case_id'].n_unique()} cases, {shown.height} answers of "
         f"{shown['run_id'].n_unique()} runs (seed {seed})")

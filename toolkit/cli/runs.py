@@ -66,17 +66,22 @@ def _store(ctx: click.Context, store_dir: str | None):
 @store_option
 @click.pass_context
 def rm_cmd(ctx: click.Context, run_ids: tuple[str, ...], yes: bool, store_dir: str | None) -> None:
-    """Remove runs (their answers, judgments and decisions); asks first unless --yes."""
+    """Remove runs (their answers, judgments and decisions, and the human labels and review keys' rows of
+    their answers); asks first unless --yes."""
     from toolkit.sql import follow_commits
     follow_commits()  # registered `bedside db` files follow the removal
     from toolkit.listing.run_list import removal_counts
-    from toolkit.store.runs_ops import delete_run
+    from toolkit.store.runs_ops import delete_run, label_rows
 
     store = _store(ctx, store_dir)
     ids = list(dict.fromkeys(run_ids))
     counts = {r: removal_counts(store, r) for r in ids}  # an unknown id stops here: nothing removed
+    labelled = {r: label_rows(store, r) for r in ids}
     for run_id, n in counts.items():
-        say(f"run {run_id}: {n['answers']} answers, {n['judgments']} judgments, {n['decisions']} decisions")
+        labels, shown, reviews = labelled[run_id]
+        extra = "".join([f", {_plural(labels, 'label')}" if labels else "",
+                         f", {_plural(shown, 'answer')} in {_plural(reviews, 'review')}" if shown else ""])
+        say(f"run {run_id}: {n['answers']} answers, {n['judgments']} judgments, {n['decisions']} decisions{extra}")
     if not yes:
         what = f"{len(ids)} runs" if len(ids) > 1 else f"run {ids[0]!r}"
         try:
@@ -88,7 +93,16 @@ def rm_cmd(ctx: click.Context, run_ids: tuple[str, ...], yes: bool, store_dir: s
             raise click.exceptions.Exit(1)
     for run_id in ids:
         delete_run(store, run_id)
-        say(f"removed {run_id}")
+        labels, shown, _ = labelled[run_id]
+        # Labels and review keys are about the run's answers: kept, they would attach to a run collected again.
+        taken = [t for t in (_plural(labels, "label") if labels else "",
+                             f"{_plural(shown, 'answer')} in reviews" if shown else "") if t]
+        note = " (a review page made before can no longer label its answers)" if shown else ""
+        say(f"removed {run_id}" + (f" with its {' and its '.join(taken)}{note}" if taken else ""))
+
+
+def _plural(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
 
 
 @runs.command("rename")
@@ -97,7 +111,7 @@ def rm_cmd(ctx: click.Context, run_ids: tuple[str, ...], yes: bool, store_dir: s
 @store_option
 @click.pass_context
 def rename_cmd(ctx: click.Context, old: str, new: str, store_dir: str | None) -> None:
-    """Give a run another id (the new id must not exist)."""
+    """Give a run another id (the new id must not exist); its labels and review keys follow it."""
     from toolkit.sql import follow_commits
     follow_commits()  # registered `bedside db` files follow the rename
     from toolkit.score_tables import store_scores

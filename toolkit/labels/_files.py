@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.inputs import DATASET_FILE_LIMIT, InputError, parse_json, read_text, shorten
+from toolkit.store import StoreError
+from toolkit.store.paths import new_run_id
 
 LABEL_VALUES = ("met", "not_met", "unsure")
 PAGE_FORMAT = "bedside-review-labels 1"
@@ -81,12 +83,26 @@ def _time(value: object, where: str, problems: list[str]) -> str | None:
         problems.append(f"{where}: labelled_at: {shorten(repr(text), 60)} is not an ISO-8601 time with its UTC "
                         "offset (e.g. 2025-03-01T10:00:00Z)")
         return None
-    return moment.astimezone(dt.timezone.utc).isoformat()
+    try:
+        return moment.astimezone(dt.timezone.utc).isoformat()
+    except OverflowError:  # year 1 east of UTC, or 9999 west of it
+        problems.append(f"{where}: labelled_at: {shorten(repr(text), 60)} is out of range (in UTC it falls before "
+                        "year 1 or after year 9999)")
+        return None
 
 
-def _reviewer(value: object, where: str, problems: list[str]) -> str | None:
+def reviewer_name(value: object, where: str, problems: list[str]) -> str | None:
+    """A reviewer's name as stored: stripped ("Dr A " and "Dr A" are one reviewer) and checked as a run id
+    is (NFC, so two spellings of "Émile" are one reviewer; no control, invisible or bidi character, which
+    would make one physician look like two)."""
     text = _text(value, where, "reviewer", problems)
-    return None if text is None else text.strip()  # "Dr A " and "Dr A" are one reviewer
+    if text is None:
+        return None
+    try:
+        return new_run_id(text.strip(), "reviewer")
+    except StoreError as error:
+        problems.append(f"{where}: {error}")
+        return None
 
 
 def _label(value: object, where: str, problems: list[str]) -> str | None:
@@ -109,7 +125,7 @@ def _sample(value: object, where: str, problems: list[str]) -> int | None:
 
 def _page(name: str, text: str) -> Parsed:
     try:
-        value = parse_json(text, name)
+        value = parse_json(text, name, keys_once=True)
     except InputError as error:
         raise LabelsError([str(error)]) from None
     if not isinstance(value, dict) or value.get("format") != PAGE_FORMAT:
@@ -121,7 +137,7 @@ def _page(name: str, text: str) -> Parsed:
         problems.append(f"{name}: unknown key {shorten(extra[0], 60)!r} (an export holds "
                         f"{', '.join(sorted(PAGE_KEYS))})")
     review_id = _text(value.get("review_id"), name, "review_id", problems)
-    reviewer = _reviewer(value.get("reviewer"), name, problems)
+    reviewer = reviewer_name(value.get("reviewer"), name, problems)
     labels = value.get("labels")
     if not isinstance(labels, list):
         problems.append(f"{name}: labels: must be a list")
@@ -162,7 +178,7 @@ def _table_row(record: dict, where: str, problems: list[str]) -> dict | None:
     if wrong is not None:
         problems.append(wrong)
         return None
-    return {"where": where, "reviewer": _reviewer(record["reviewer"], where, problems),
+    return {"where": where, "reviewer": reviewer_name(record["reviewer"], where, problems),
             "run_id": _text(record["run_id"], where, "run_id", problems),
             "case_id": _text(record["case_id"], where, "case_id", problems),
             "sample": _sample(record.get("sample"), where, problems),
@@ -209,9 +225,10 @@ def _jsonl(name: str, text: str) -> Parsed:
             continue
         where = f"{name}: line {number}"
         try:
-            record = parse_json(line, name, position=f"line {number} column {{column}}")
-        except InputError as error:
-            problems.append(str(error))
+            record = parse_json(line, name, position=f"line {number} column {{column}}", keys_once=True)
+        except InputError as error:  # a value's path (a key given twice, say) is found within its line
+            problems.append(str(error) if error.field.startswith("line ") else
+                            f"{where}: {error.field}: {error.message}")
             continue
         if not isinstance(record, dict):
             problems.append(f"{where}: must be a JSON object")

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import secrets
 from dataclasses import dataclass
 from importlib.resources import files
@@ -21,11 +22,13 @@ import polars as pl
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from toolkit.inputs import inside
 from toolkit.labels._store import current_answers
 from toolkit.selection import read_runs
 from toolkit.store import Store, StoreError
 
 MAX_CASES = 10_000  # a page is read by a person: more would be a mistake, not a review
+_TITLE = re.compile(rb"<title>BedsideBench review (r[0-9a-f]{16})</title>")  # in a page's first lines
 
 
 @dataclass(frozen=True)
@@ -149,16 +152,49 @@ def render_page(data: dict) -> str:
         style_hash=_hash(style), review_id=data["review_id"], instructions=data["instructions"])
 
 
-def write_review(store: Store, run_ids: list[str], cases: int, seed: int, out: str | os.PathLike[str],
-                 instructions: str | None = None) -> str:
-    """Write the review page to ``out`` and its unblinding key to the store's ``reviews`` table; the new
-    review id. Nothing is left half-written: the page is written beside ``out`` first, the store commits,
-    then the page takes its name (a failed commit leaves neither)."""
+def _still_runs(store: Store, shown: list[Shown]) -> None:
+    """Under the store's lock: the runs shown are still there (a rename or removal rewrites keys under it)."""
+    gone = [r for r in dict.fromkeys(s.run_id for s in shown) if not store.has_run(r)]
+    if gone:
+        raise StoreError(f"review: run {gone[0]!r} was renamed or removed meanwhile; write the review again")
+
+
+def review_at(store: Store, out: str | os.PathLike[str]) -> str | None:
+    """The review id of the review page at ``out`` (None: no file there); ValueError (one line) for a path
+    inside the store, and for an existing file that is not a review page (refused as ``db --out`` refuses
+    a file that is not its database: by what the file begins with)."""
     out = Path(out)
     if out.is_dir():
         raise ValueError(f"{out}: is a directory; give --out a file name such as review.html")
     if not out.parent.is_dir():
         raise ValueError(f"{out.parent}: no such directory")
+    if not store.is_remote and inside(Path(store.root).resolve(), out):
+        raise ValueError(f"{out}: --out: inside the store {store.root}; write the page outside it")
+    if not out.exists() and not out.is_symlink():
+        return None
+    try:
+        with out.open("rb") as handle:
+            head = handle.read(4096) if out.is_file() else b""
+    except OSError as error:
+        raise ValueError(f"{out}: --out: cannot read it ({error.strerror})") from None
+    found = _TITLE.search(head)
+    if found is None:
+        raise ValueError(f"{out}: --out: exists and is not a review page; refusing to replace it (give a new file "
+                         "name)")
+    return found.group(1).decode("ascii")
+
+
+def write_review(store: Store, run_ids: list[str], cases: int, seed: int, out: str | os.PathLike[str],
+                 instructions: str | None = None, replace: bool = False) -> str:
+    """Write the review page to ``out`` and its unblinding key to the store's ``reviews`` table; the new
+    review id. Nothing is left half-written: the page is written beside ``out`` first, the store commits,
+    then the page takes its name (a failed commit leaves neither). An existing file at ``out`` is replaced
+    only when it is a review page and ``replace`` is given (``review_at``)."""
+    out = Path(out)
+    replaced = review_at(store, out)
+    if replaced is not None and not replace:
+        raise ValueError(f"{out}: --out: a review page (review {replaced}) is there; replacing it loses the labels "
+                         "entered in it and not exported: give --replace to replace it, or a new file name")
     case_rows, items, shown = choose(store, run_ids, cases, seed)
     review_id = f"r{secrets.token_hex(8)}"
     created_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -169,7 +205,7 @@ def write_review(store: Store, run_ids: list[str], cases: int, seed: int, out: s
     temporary = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         temporary.write_text(html, encoding="utf-8")
-        store.append_rows("reviews", rows, [review_id] * len(rows))
+        store.append_rows("reviews", rows, [review_id] * len(rows), check=lambda: _still_runs(store, shown))
         os.replace(temporary, out)
     finally:
         temporary.unlink(missing_ok=True)

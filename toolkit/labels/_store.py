@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from toolkit.labels._files import LabelsError, Parsed, parse_file
+from toolkit.labels._files import LabelsError, Parsed, parse_file, reviewer_name
 from toolkit.store import Store, StoreError
 from toolkit.tables import LABEL_TABLES
 
@@ -71,7 +71,7 @@ def _unblind(store: Store, parsed: Parsed, problems: list[str]) -> list[dict]:
         shown = key.get(row["blind_id"])
         if shown is None:
             problems.append(f"{row['where']}: blind_id {row['blind_id']!r} is not an answer of review "
-                            f"{parsed.review_id!r}")
+                            f"{parsed.review_id!r} (a mistyped id, or the answer of a run since removed)")
             continue
         out.append({**row, "review_id": parsed.review_id, "run_id": shown["run_id"], "case_id": shown["case_id"],
                     "sample": shown["sample"], "shown_sha256": shown["answer_sha256"]})
@@ -149,7 +149,8 @@ def add_labels(store: Store, rows: list[dict], source: str, review_id: str | Non
     """Labels given as rows (the ``human_labels`` columns and ``where``, the row's place for a problem
     line) checked and added as ``import_labels`` does: the one path every label takes into the store."""
     problems = [] if problems is None else problems
-    rows = _check(store, rows, problems)
+    named = [{**r, "reviewer": reviewer_name(r["reviewer"], r["where"], problems)} for r in rows]
+    rows = _check(store, [r for r in named if r["reviewer"] is not None], problems)
     first: dict[tuple, str] = {}
     for row in rows:
         where = first.setdefault(_key(row), row["where"])
@@ -170,6 +171,9 @@ def add_labels(store: Store, rows: list[dict], source: str, review_id: str | Non
     new = [{c: r.get(c) for c in COLUMNS} for r in rows if _key(r) not in stored]
 
     def still_new() -> None:  # under the store's lock: no other import added them meanwhile
+        gone = [r for r in run_ids if not store.has_run(r)]  # a rename or removal moves labels under this lock
+        if gone:
+            raise StoreError(f"{source}: run {gone[0]!r} was renamed or removed meanwhile; import again")
         now = _stored(store, run_ids)
         if any(_key(r) in now for r in new):
             raise StoreError(f"{source}: another import added some of these labels meanwhile; import again")
