@@ -2,8 +2,9 @@
 
 ``s3_server`` (module scope) starts ``python -m moto.server`` and stops it; ``s3_env`` points this process
 and the commands it starts at it (the standard AWS environment: ``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``,
-test credentials) and creates a fresh bucket; ``s3_store`` is an ``s3://`` store URL in it. Without moto the
-tests skip on a developer machine and FAIL in CI (CI=true), where the test extra must be installed.
+test credentials) and creates a fresh bucket; ``s3_store`` is an ``s3://`` store URL in it;
+``wait_until_unlocked`` waits for the leases of a store's locks to run out. Without moto the tests skip on a
+developer machine and FAIL in CI (CI=true), where the test extra must be installed.
 """
 
 from __future__ import annotations
@@ -127,3 +128,27 @@ def s3_store(s3_env: S3Server) -> str:
     bucket = f"bedside-test-{os.getpid()}-{next(_BUCKETS)}"
     s3_env.make_bucket(bucket)
     return f"s3://{bucket}/store"
+
+
+def wait_until_unlocked(store: str, timeout: float = 60.0) -> None:
+    """Return once no lock of the store (its runs' and the store lock) is held by a lease that has not run out:
+    the moment a writer may take over the locks of one killed or stalled (polled, bounded by ``timeout``)."""
+    from toolkit.store import leases
+    from toolkit.store.location import parse
+
+    deadline = time.monotonic() + timeout
+    while True:
+        held = []
+        for lock in (parse(store) / ".locks").listing():
+            table = leases._table(lock)
+            try:
+                row = leases._holder(table)
+            finally:
+                leases._keep(lock, table)
+            if row is not None and row["expires"] > time.time():
+                held.append(lock.name)
+        if not held:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"{store}: leases of {', '.join(held)} still held after {timeout:.0f} s")
+        time.sleep(0.05)

@@ -97,6 +97,11 @@ def test_a_role_profile_is_assumed_in_the_region_of_aws_region(profile_env: str,
     monkeypatch.setenv("AWS_PROFILE", "writer")
     done = bedside(["import", str(tmp_path / "results"), "--store", profile_env])
     assert done.returncode == 0, done.stderr  # botocore alone reads AWS_DEFAULT_REGION: "You must specify a region"
+    from toolkit.store import Store
+
+    store = Store.open(profile_env)  # read back with the role's keys: the run is there, whole
+    assert store.run_ids() == ["alpha"] and store.damaged() == {}
+    assert store.read("answers", ["alpha"]).height == 12
 
 
 def test_a_role_the_server_refuses_to_give_is_one_line_naming_the_profile(profile_env: str, tmp_path: Path,
