@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 
 from tests import reference_model as rm
 from tests.conftest import snapshot
-from toolkit.reference._read import ImportError_, import_many, import_reference
+from toolkit.reference._read import ImportError_, RunExists, import_many, import_reference
 from toolkit.store import Store
 from toolkit.store.paths import part_of
 from toolkit.tables import TABLES
@@ -186,7 +186,7 @@ def test_an_existing_run_is_refused_after_the_whole_file_is_checked(tmp_path: Pa
     path = _write(tmp_path / "x.jsonl", _rows(sample_dataset, range(4)))
     import_reference(Store.open(store), path, sample_dataset)
     logs, before = _log_entries(store, "answers"), _content(store)
-    with pytest.raises(Exception, match="run 'x' exists"):  # many chunks, none written
+    with pytest.raises(RunExists, match="run 'x' exists"):  # many chunks, none written
         import_reference(Store.open(store), path, sample_dataset, chunk_bytes=30_000)
     assert _log_entries(store, "answers") == logs and _content(store) == before
     _write(path, _rows(sample_dataset, range(4)), tail="[]\n")  # a bad line at the end still comes first

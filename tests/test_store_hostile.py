@@ -292,42 +292,55 @@ def test_the_store_applies_the_run_id_rule_itself(tmp_path: Path) -> None:
 
 # -- 5. the lock file ----------------------------------------------------------------------------------
 
+def wait_for_file(path: Path, process: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Until ``process`` makes ``path`` (polled, bounded); fails at once when the process ended without it."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert process.poll() is None, f"the holder ended ({process.returncode}) before it made {path.name}"
+        assert time.monotonic() < deadline, f"no {path.name} after {timeout:.0f} s"
+        time.sleep(0.01)
+
+
 def test_a_held_lock_always_names_its_holder(tmp_path: Path) -> None:
     """A holder slowed down while it writes who it is (a loaded machine): the lock is not there until whole."""
     st = tmp_path / "store"
     Store.open(st).commit_run("r", None, {"dataset_sha256": "x", "source": "t"})
     holder = subprocess.Popen([sys.executable, "-c", f"""
 import os, sys, time
+def wait_for(name):  # the test's signal, polled (bounded)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(os.path.join({str(tmp_path)!r}, name)) and time.monotonic() < deadline:
+        time.sleep(0.01)
 real_write, real_pwrite = os.write, os.pwrite
 def slow(write):
     def wrapper(fd, data, *rest):
         if b'"pid"' in bytes(data):
             open({str(tmp_path / "writing")!r}, "w").close()
-            time.sleep(1.5)
+            wait_for("looked")  # stopped half-way through writing who it is until the test has looked
         return write(fd, data, *rest)
     return wrapper
 os.write, os.pwrite = slow(real_write), slow(real_pwrite)
 from toolkit.store import Store
 with Store.open({str(st)!r}).lock("r"):
     open({str(tmp_path / "held")!r}, "w").close()
-    time.sleep(3)
+    wait_for("refused")
 """], cwd=ROOT)
     try:
-        deadline = time.time() + 60
-        while not (tmp_path / "writing").exists() and time.time() < deadline:
-            time.sleep(0.01)
+        wait_for_file(tmp_path / "writing", holder)
         try:  # while the holder is still writing who it is: either the lock is free, or it says who holds it
             with Store.open(st).lock("r"):
                 seen = "free"
         except StoreError as error:
             seen = str(error)
         assert seen == "free" or f"pid {holder.pid} " in seen, seen
-        while not (tmp_path / "held").exists() and time.time() < deadline:
-            time.sleep(0.01)
+        (tmp_path / "looked").touch()
+        wait_for_file(tmp_path / "held", holder)
         with pytest.raises(StoreError, match=rf"is being written by pid {holder.pid} "):
             with Store.open(st).lock("r"):
                 pass
     finally:
+        (tmp_path / "looked").touch()
+        (tmp_path / "refused").touch()
         assert holder.wait(30) == 0
     with Store.open(st).lock("r"):  # released: free again, and no lock file stays behind
         pass

@@ -18,9 +18,9 @@ import polars as pl
 import pytest
 
 from tests import reference_model as rm
-from tests.s3_support import s3_env, s3_server, s3_store  # noqa: F401 - fixtures
+from tests.s3_support import s3_env, s3_server, s3_store, wait_until_unlocked  # noqa: F401 - fixtures
 from toolkit.cli import main
-from toolkit.store import Store
+from toolkit.store import Store, StoreError
 from toolkit.store.delta import RUN_DATA
 
 SORT = {"answers": ["case_id", "sample"], "judgments": ["case_id", "sample", "judge_model", "judge_pass"],
@@ -117,7 +117,7 @@ def test_a_writer_killed_at_random_points_leaves_the_store_whole(s3_env, s3_stor
         assert "other" in store.run_ids()
         if "victim" in store.run_ids():  # a whole run: its rows and scores as the local import's
             _same_runs(store, Store.open(local), ["victim"])
-    time.sleep(2.2)  # the killed writer's lease runs out
+    wait_until_unlocked(s3_store)  # the killed writer's lease runs out
     again = bedside(["import", str(files["victim"]), "--replace", "--store", s3_store])
     assert again.returncode == 0, again.stderr
     store = Store.open(s3_store)
@@ -143,7 +143,7 @@ def test_a_dead_holders_lease_names_it_then_expires_and_is_taken_over(s3_env, s3
     assert f"run 'held' is being written by pid {holder.pid} on {socket.gethostname()}" in refused.stderr
     assert " since 20" in refused.stderr and "lease ends" in refused.stderr
     assert Store.open(s3_store).run_ids() == []
-    time.sleep(max(0.0, ends - time.monotonic()) + 0.3)
+    wait_until_unlocked(s3_store)  # the dead holder's lease runs out
     taken = bedside(["import", str(files["held"]), "--store", s3_store])
     assert taken.returncode == 0, taken.stderr
     assert Store.open(s3_store).run_ids() == ["held"]
@@ -160,16 +160,16 @@ def test_a_lease_taken_over_is_noticed_by_its_late_holder(s3_env, s3_store: str,
     ends = time.monotonic() + lease
     late._stop.set()  # a holder that stalls: it renews no more
     late._renewer.join()
-    with pytest.raises(Exception, match="run 'probe' is being written by pid"):
+    with pytest.raises(StoreError, match="run 'probe' is being written by pid"):
         leases.acquire(path, "run 'probe'")
     assert time.monotonic() < ends, "too slow to see the lease held: the machine is overloaded"
-    time.sleep(max(0.0, ends - time.monotonic()) + 0.2)
+    wait_until_unlocked(s3_store)  # the stalled holder's lease runs out
     taker = leases.acquire(path, "run 'probe'")
     leases.release(late)  # finds the lock is not its own any more, and leaves it
     assert late.lost and "taken over" in late.lost
-    with pytest.raises(Exception, match="taken over"):
+    with pytest.raises(StoreError, match="taken over"):
         leases.check(late)
-    with pytest.raises(Exception, match="being written by pid"):
+    with pytest.raises(StoreError, match="being written by pid"):
         leases.acquire(path, "run 'probe'")
     leases.release(taker)
     leases.release(leases.acquire(path, "run 'probe'"))
@@ -190,7 +190,7 @@ def test_a_writer_stalled_past_its_lease_does_not_commit_over_the_taker(s3_env, 
         lease = next(iter(locks._LEASES.values()))
         lease._stop.set()  # the whole process stalls: its renewer too
         lease._renewer.join()
-        time.sleep(2.3)
+        wait_until_unlocked(s3_store)  # the stalled writer's lease runs out: the taker may take the run over
         taker = bedside(["import", str(files["taker"]), "--run-id", "late", "--store", s3_store])
         assert taker.returncode == 0, taker.stderr
         return next_row(*args, **kwargs)
@@ -286,7 +286,7 @@ def test_a_collector_killed_at_a_random_point_resumes_from_its_journal(s3_env, s
         proc.wait()
         store = Store.open(s3_store)
         assert store.damaged() == {}
-        time.sleep(2.2)
+        wait_until_unlocked(s3_store)
         done = bedside(args)
         assert done.returncode == 0, done.stderr
     store = Store.open(s3_store)

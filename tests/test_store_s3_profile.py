@@ -97,6 +97,14 @@ def test_a_role_profile_is_assumed_in_the_region_of_aws_region(profile_env: str,
     monkeypatch.setenv("AWS_PROFILE", "writer")
     done = bedside(["import", str(tmp_path / "results"), "--store", profile_env])
     assert done.returncode == 0, done.stderr  # botocore alone reads AWS_DEFAULT_REGION: "You must specify a region"
+    # read back with the role's keys (in a process of its own: this one's would keep them): the run is there
+    listing = bedside(["runs", "--json", "--store", profile_env])
+    assert listing.returncode == 0, listing.stderr
+    runs = json.loads(listing.stdout)
+    assert [r["run_id"] for r in runs] == ["alpha"] and runs[0]["damaged"] is None, runs
+    answers = bedside(["sql", "SELECT count(*) AS n FROM answers WHERE run_id = 'alpha'", "--format", "csv",
+                       "--store", profile_env])
+    assert answers.returncode == 0 and answers.stdout.split() == ["n", "12"], (answers.stdout, answers.stderr)
 
 
 def test_a_role_the_server_refuses_to_give_is_one_line_naming_the_profile(profile_env: str, tmp_path: Path,

@@ -320,7 +320,8 @@ class Store:
         self._writable()
         if self.has_dataset(dataset.sha256):  # stored already: no lock to take (a round trip on an object store)
             return
-        with store_lock(self.root / ".locks" / "store.lock"):
+        lock = self.root / ".locks" / "store.lock"
+        with store_lock(lock):
             for table in DATASET_TABLES:
                 path = self._path(table)
                 loaded = delta.actions_as_of(path)
@@ -329,6 +330,7 @@ class Store:
                 rows = getattr(dataset, table).to_arrow()
                 data = to_arrow(table, rows.to_pylist()) if not isinstance(rows, pa.Table) else rows
                 data = data.append_column(PART, constant(dataset.sha256, data.num_rows, pa.string()))
+                locks.confirm(lock)  # stalled past its lease, another writer may have stored them meanwhile
                 delta.append(path, table, data)
 
     def begin(self, run_id: str, write_id: str | None = None) -> transaction.Transaction:
@@ -374,11 +376,13 @@ class Store:
             raise StoreError(f"append_rows writes {', '.join(LABEL_TABLES)}, not {table}")
         self._writable()
         data = to_arrow(table, rows)
-        with store_lock(self.root / ".locks" / "store.lock"):
+        lock = self.root / ".locks" / "store.lock"
+        with store_lock(lock):
             if check is not None:
                 check()
             if data.num_rows:
                 parts = pl.Series(PART, [_part(k) for k in keys], dtype=pl.String).to_arrow()
+                locks.confirm(lock)  # what ``check`` read holds only while the lock is still ours
                 delta.append(self._path(table), table, data.append_column(PART, parts))
         if data.num_rows:
             commits.committed(self)

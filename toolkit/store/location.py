@@ -200,6 +200,37 @@ def first_line(error: BaseException) -> str:
     return " / ".join(lines[:3])[:300] or type(error).__name__
 
 
+# How pyarrow's (the AWS SDK's) and delta-rs's errors name a refusal and a failure that may pass.
+_DENIED = ("ACCESS_DENIED", "HTTP status 403", "AccessDenied", "Forbidden", "403 Forbidden")
+_TRANSIENT = ("NETWORK_CONNECTION", "SERVICE_UNAVAILABLE", "SLOW_DOWN", "INTERNAL_FAILURE", "REQUEST_TIMEOUT",
+              "THROTTLING", "HTTP status 5", "curlCode", "connection reset", "timed out", "timeout",
+              "503 Service Unavailable", "500 Internal", "502 Bad Gateway", "504 Gateway")
+
+
+def denied(error: BaseException) -> bool:
+    """Whether an object store's error is a refusal of the request (HTTP 403)."""
+    text = str(error)
+    return any(word in text for word in _DENIED)
+
+
+def transient(error: BaseException) -> bool:
+    """Whether an object store's error may pass on its own (a 5xx, a connection reset or timeout), after the
+    client's own retries gave up."""
+    text = str(error).lower()
+    return any(word.lower() in text for word in _TRANSIENT)
+
+
+def what_failed(error: BaseException) -> str:
+    """An object store's failed request said as what happened: access denied, a transient error, or its
+    first line."""
+    line = first_line(error)
+    if denied(error):
+        return f"access denied ({line}); check the credentials' permissions on the bucket"
+    if transient(error):
+        return f"a transient error of the object store, try again ({line})"
+    return line
+
+
 # -- an object-store path ------------------------------------------------------------------------------
 
 class ObjectPath:
@@ -255,7 +286,7 @@ class ObjectPath:
         try:
             return filesystem().get_file_info(self.key)
         except OSError as error:
-            raise StoreError(f"{self.url}: {first_line(error)}") from None
+            raise StoreError(f"{self.url}: {what_failed(error)}") from None
 
     def exists(self) -> bool:
         from pyarrow.fs import FileType
@@ -279,7 +310,7 @@ class ObjectPath:
         try:
             infos = filesystem().get_file_info(FileSelector(self.key, allow_not_found=True, recursive=recursive))
         except OSError as error:
-            raise StoreError(f"{self.url}: {first_line(error)}") from None
+            raise StoreError(f"{self.url}: {what_failed(error)}") from None
         return [ObjectPath(f"s3://{info.path}", info) for info in infos]
 
     def iterdir(self) -> Iterator["ObjectPath"]:

@@ -171,8 +171,9 @@ def _leased(path: ObjectPath, what: str, key: str) -> Iterator[None]:
 
 
 def confirm(path: Path) -> None:
-    """Before a commit point under a run's lock: StoreError when this process's lease of it (an object store)
-    was taken over (``leases.confirm``). A local flock cannot be taken from a live holder: nothing to do."""
+    """Before a commit point under a run's lock or the store lock: StoreError when this process's lease of it
+    (an object store) was taken over (``leases.confirm``). A local flock cannot be taken from a live holder:
+    nothing to do."""
     with _GUARD:
         lease = _LEASES.get(str(path))
     if lease is not None:
@@ -188,9 +189,13 @@ def store_lock(path: Path) -> Iterator[None]:
         from toolkit.store import leases
 
         lease = leases.acquire(path, f"{path.parent.parent}: store lock", wait_s=3 * leases.lease_seconds())
+        with _GUARD:
+            _LEASES[str(path)] = lease  # its commits confirm it (``confirm``), as a run's do
         try:
             yield
         finally:
+            with _GUARD:
+                _LEASES.pop(str(path), None)
             leases.release(lease)
         return
     with check_space(path.parent):

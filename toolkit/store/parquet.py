@@ -10,6 +10,7 @@ import polars as pl
 import pyarrow as pa
 
 from toolkit.store.layout import PART, RUN_DATA, WRITE_ID, empty, physical_schema
+from toolkit.store import location
 from toolkit.store.location import ObjectPath, filesystem
 from toolkit.store.paths import StoreError
 from toolkit.tables import DATASET_TABLES, FILLED, constant
@@ -91,7 +92,17 @@ def _read_one(f: Path, table: str, columns: list[str]) -> pa.Table:
                 part = part.append_column(c, constant(FILLED[c], part.num_rows, schema.field(c).type))
         return part.select(columns).cast(schema)
     except (OSError, pa.ArrowException) as error:
-        raise StoreError(f"{f}: damaged part file: {str(error).splitlines()[0][:200]}") from None
+        raise StoreError(f"{f}: {_unreadable(error)}") from None
+
+
+def _unreadable(error: BaseException) -> str:
+    """Why a part file could not be read: not there, refused, a failure that may pass, or damaged."""
+    if isinstance(error, FileNotFoundError):
+        return ("part file not found: deleted since its commit (by a vacuum, when this store version is older "
+                "than the vacuum's retention, or by hand)")
+    if isinstance(error, OSError) and (location.denied(error) or location.transient(error)):
+        return f"cannot read part file: {location.what_failed(error)}"
+    return f"damaged part file: {str(error).splitlines()[0][:200]}"
 
 
 def _read_remote(files: list[ObjectPath], table: str, columns: list[str]) -> pl.DataFrame:
