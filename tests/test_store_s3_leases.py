@@ -106,3 +106,35 @@ def test_a_dataset_registration_stalled_past_its_lease_does_not_store_it_twice(s
     store = Store.open(s3_store)
     assert store.read("cases").height == sample_dataset.cases.height
     assert store.read("rubric_items").height == sample_dataset.rubric_items.height
+
+
+def test_a_run_removal_stalled_past_its_lease_deletes_no_labels_after_the_takeover(s3_env, s3_store: str,
+                                                                                   tmp_path: Path, sample_dataset,
+                                                                                   short_leases, monkeypatch,
+                                                                                   capsys) -> None:
+    """`runs rm` deletes the run's labels under the store lock, straight through delta (not append_rows): stalled
+    there past its lease while another import takes the lock over, on waking it must not delete anything."""
+    from toolkit.store import runs_ops
+
+    answers_store(s3_store, sample_dataset)
+    case_id, item_id = _items(sample_dataset)[0]
+    rows = [{"reviewer": "dr-a", "run_id": run, "case_id": case_id, "item_id": item_id, "sample": "0",
+             "label": "met"} for run in RUNS]
+    assert main(["labels", "import", str(_write_csv(tmp_path / "both.csv", rows)), "--store", s3_store]) == 0
+    other = _write_csv(tmp_path / "other.csv", [{**rows[1], "reviewer": "dr-b"}])
+    drop_labels, taker = runs_ops._drop_labels, []
+
+    def stalled(store, run_id):
+        _stall(short_leases[-1])
+        taker.append(bedside(["labels", "import", str(other), "--store", s3_store]))
+        return drop_labels(store, run_id)
+
+    monkeypatch.setattr(runs_ops, "_drop_labels", stalled)
+    capsys.readouterr()
+    assert main(["runs", "rm", RUNS[0], "--yes", "--store", s3_store]) == 1
+    err = capsys.readouterr().err
+    assert taker and taker[0].returncode == 0, taker[0].stderr
+    assert err.count("\n") == 1 and "taken over" in err, err
+    labels = Store.open(s3_store).read("human_labels")
+    assert sorted(labels.select("reviewer", "run_id").rows()) == [("dr-a", RUNS[0]), ("dr-a", RUNS[1]),
+                                                                 ("dr-b", RUNS[1])]

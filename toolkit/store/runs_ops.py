@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from toolkit.store import commits, delta, live as writes, transaction
 from toolkit.store.delta import DATA_TABLES, PART, RUN_DATA
-from toolkit.store.locks import store_lock
+from toolkit.store.locks import confirm, store_lock
 from toolkit.store.paths import StoreError, new_run_id, now_iso, part_of
 from toolkit.store.sweep import sweep
 from toolkit.tables import SCORED_RUN_COLUMNS, TABLES, constant, to_arrow
@@ -58,6 +58,7 @@ def _drop_labels(store: "Store", run_id: str) -> bool:
     path = store._path("human_labels")
     if not store.read("human_labels", keys=[run_id], columns=["run_id"]).height:
         return False
+    confirm(_store_lock(store))  # stalled past its lease, another writer may hold the store lock now
     delta.delete(path, f"{PART} = '{part_of(run_id)}'")
     return True
 
@@ -77,6 +78,7 @@ def _rekey_reviews(store: "Store", old: str, new: str | None, drop: str | None =
     parts = sorted({part_of(r) for r in touched["review_id"].to_list()})  # safe segments: no user text quoted
     where = f"{PART} IN ({', '.join(repr(p) for p in parts)})"
     path = store._path("reviews")
+    confirm(_store_lock(store))
     if kept.height == 0:
         delta.delete(path, where)
     else:
@@ -113,6 +115,7 @@ def rename_run(store: "Store", old: str, new: str) -> None:
             labels = store.read("human_labels", keys=[old])
             if labels.height:  # about the answers, whose text the new id keeps; unseen until the runs commit
                 data = to_arrow("human_labels", labels.with_columns(run_id=pl.lit(new)).to_dicts())
+                confirm(_store_lock(store))
                 delta.append(store._path("human_labels"), "human_labels",
                              data.append_column(PART, constant(part_of(new), data.num_rows, pa.string())))
             try:
