@@ -130,6 +130,27 @@ def test_judge_command_adds_a_judge_and_a_pass_without_new_answers(tmp_path: Pat
     assert settings["additional_judges"]["sim/judge-notemp"]["base_url"] == url
 
 
+def test_judge_with_two_runs_judges_both_and_an_unknown_one_judges_neither(tmp_path: Path) -> None:
+    store_dir = tmp_path / "store"
+    with SimServer(SimConfig(seed=4)) as sim:
+        base = ("--store", store_dir, "--progress", "none")
+        for model in ("sim/medium", "sim/weak"):
+            code, _, err = bedside("run", "--answer-model", model, "--judge-model", "sim/judge", "--base-url",
+                                   sim.base_url, "--limit", "3", *base)
+            assert code == 0, err
+        code, _, err = bedside("judge", "--run", "sim/medium", "--run", "nobody", "--judge-model", "sim/judge-notemp",
+                               *base)
+        assert code == 1 and err.count("\n") == 1 and "nobody" in err, err
+        code, out, err = bedside("judge", "--run", "sim/medium", "--run", "sim/weak", "--judge-model",
+                                 "sim/judge-notemp", *base)
+        judged = sim.stats()["chat_completions"]["by_model"]["sim/judge-notemp"]["served_ok"]
+    assert code == 0, err
+    assert "sim/medium: 3 judgments by sim/judge-notemp" in out and "sim/weak: 3 judgments by sim/judge-notemp" in out
+    assert judged == 6
+    judgments = Store.open(store_dir).read("judgments").filter(pl.col("judge_model") == "sim/judge-notemp")
+    assert judgments.group_by("run_id").len().sort("run_id").rows() == [("sim/medium", 3), ("sim/weak", 3)]
+
+
 def test_batch_mode_collects_and_resumes_an_in_flight_batch(tmp_path: Path) -> None:
     store_dir = tmp_path / "store"
     with SimServer(SimConfig(rate_bad_json=0.2, seed=3, batch_delay_s=0.3)) as sim:

@@ -119,7 +119,11 @@ def example_epilog(path: str) -> str | None:
 
 
 def _with_examples(command: click.Command, path: str) -> click.Command:
+    """The command (and its subcommands) with its closing example, refusing a single-value option given twice."""
+    from toolkit.cli.options import refuse_repeated_options
+
     command.epilog = command.epilog or example_epilog(path)
+    refuse_repeated_options(command)
     for name, sub in getattr(command, "commands", {}).items():
         _with_examples(sub, f"{path} {name}")
     return command
