@@ -103,7 +103,7 @@ EXAMPLES: dict[str, str] = {
     "runs compact": "bedside runs compact --vacuum --retention 168",
     "dataset": "bedside dataset validate --dataset path/to/bedside-bench",
     "dataset info": "bedside dataset info --json",
-    "dataset validate": "bedside dataset validate --dataset path/to/bedside-bench",
+    "dataset validate": "bedside dataset validate path/to/bedside-bench",
     "audit": "bedside audit out/gpt-x.jsonl --dataset path/to/bedside-bench",
     "review": "bedside review --run sim/strong --run sim/weak --cases 5 --out review.html",
     "labels": "bedside labels",

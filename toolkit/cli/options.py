@@ -207,3 +207,17 @@ def _refuse_repeats(ctx: click.Context, order: list[click.Parameter]) -> None:
     for name, count in seen.items():
         if count > 1:
             raise click.UsageError(f"{name} given {count} times; give it once", ctx)
+
+
+def dataset_argument(func: Callable) -> Callable:
+    """``[PATH]`` or ``--dataset PATH`` (``dataset_path``) for a command whose one input is a dataset, as
+    ``audit FILE`` takes its file: both forms work, and the same path given both ways is the one dataset."""
+
+    def one(path: str | None, dataset_path: str | None) -> str | None:
+        if path is not None and dataset_path is not None and path != dataset_path:
+            raise click.UsageError("give the dataset once: as PATH or as --dataset", click.get_current_context())
+        return path if path is not None else dataset_path
+
+    func = _gathered("dataset_path", ("path", "dataset_path"), one)(func)
+    func = dataset_option(func)
+    return click.argument("path", required=False, type=click.Path(exists=False))(func)
