@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -192,6 +193,12 @@ def test_demo_prints_a_leaderboard_of_simulated_models(tmp_path: Path) -> None:
     order = [next(m for m in ("sim/strong", "sim/medium", "sim/skill-0.45", "sim/weak") if m in line) for line in board]
     assert order == ["sim/strong", "sim/medium", "sim/skill-0.45", "sim/weak"]
     assert "Not for clinical use" in out
+    # the four runs are collected at once: their one wall time is said once per collection, not as each run's
+    runs = [line for line in out.splitlines() if line.startswith("sim/") and " by sim/judge" in line]
+    assert len(runs) == 8 and not any(re.search(r" in \d+\.\ds$", line) for line in runs), runs
+    together = re.findall(r"^the 4 runs above were (?:collected|judged) at once in \d+\.\ds \(one wall time for the "
+                          r"4\)$", out, re.M)
+    assert len(together) == 2, out
     store = Store.open(tmp_path / "demo")
     assert len(store.run_ids()) == 4
     (tmp_path / "mine").mkdir()

@@ -158,14 +158,12 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
     import shlex
 
     from toolkit.collect.api import progress_views
-    from toolkit.collect.demo import run_demo
+    from toolkit.collect.demo import report_lines, run_demo
 
     store, reports, board = run_demo(store_dir, concurrency, progress_views(progress), replace=replace,
                                      say=say)
-    for report in reports:
-        say(report.line())
-        if report.failure_line():
-            say(report.failure_line())
+    for line in report_lines(reports):
+        say(line)
     if board is None:  # interrupted: no leaderboard of partly collected runs
         raise _exit(EXIT_INTERRUPTED, f"interrupted; {store.root} holds partial runs. Run `bedside demo` again "
                     "to start over.")
@@ -185,9 +183,13 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
     from toolkit.collect.demo import DEMO_MODELS
     from toolkit.report import ReportOptions, write_report  # the demo's report: reports/demo, or beside --store
 
-    here = not where or store.is_remote  # a report is a local folder, also for a store in object storage
-    report = write_report(store, list(DEMO_MODELS), Path("reports", "demo") if here else
-                          Path(store.root).parent / f"{Path(store.root).name}-report",
+    if store.is_remote:  # a report is a local folder: one named for the store, beside the local demo's
+        from toolkit.report.model import slug
+
+        out = Path("reports", f"demo-{slug(str(store.root))}")
+    else:
+        out = Path(store.root).parent / f"{Path(store.root).name}-report" if where else Path("reports", "demo")
+    report = write_report(store, list(DEMO_MODELS), out,
                           ReportOptions(title="Demo: simulated models on the bundled sample"))
     say(f"report: {report.html}   (open in a browser; report.md, figures/ and tables/ beside it)")
     say(f"next:  bedside compare --all{where}   (paired comparisons, ranks)")
