@@ -66,13 +66,38 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-_SLOW = frozenset(line.strip() for line in (Path(__file__).with_name("slow_tests.txt")).read_text().splitlines()
+SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
+_SLOW = frozenset(line.strip() for line in SLOW_TESTS.read_text().splitlines()
                   if line.strip() and not line.startswith("#"))
+
+
+def stale_slow_ids(ids: frozenset[str] | set[str], root: Path) -> list[str]:
+    """The ids of slow_tests.txt that name no test function (its file gone, or the function renamed): such a
+    test would silently enter ``make test-fast``. Read from the files' source, whichever tests are collected."""
+    import ast
+
+    functions: dict[str, set[str]] = {}
+    stale = []
+    for test_id in sorted(ids):
+        path, _, name = test_id.partition("::")
+        if path not in functions:
+            file = root / path
+            tree = ast.parse(file.read_text(encoding="utf-8")) if file.is_file() else None
+            functions[path] = set() if tree is None else {
+                node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        if name.rsplit("::", 1)[-1] not in functions[path]:
+            stale.append(test_id)
+    return stale
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks ``slow`` (``make test-fast`` leaves them out) the tests named in tests/slow_tests.txt, those that
-    run a notebook, and those that need the demo store (built once, by the real `bedside demo`: ~15 s)."""
+    run a notebook, and those that need the demo store (built once, by the real `bedside demo`: ~15 s). An id
+    of tests/slow_tests.txt that names no test fails the collection."""
+    stale = stale_slow_ids(_SLOW, Path(__file__).resolve().parents[1])
+    if stale:
+        raise pytest.UsageError(f"{SLOW_TESTS.name}: {len(stale)} id(s) name no test (renamed or removed? "
+                                f"fix the file): {', '.join(stale)}")
     for item in items:
         if item.nodeid.split("[", 1)[0] in _SLOW or item.nodeid.startswith("tests/test_notebook") \
                 or "demo_store" in getattr(item, "fixturenames", ()):

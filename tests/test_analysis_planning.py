@@ -146,3 +146,18 @@ def test_within_variance_per_pair_from_the_judge_noise_rows() -> None:
     within = pl.DataFrame({"run_id": ["a", "a", "b"], "benchmark": ["x", "y", "x"], "within_var": [0.1, 0.2, 0.3]})
     pair = within_for_pair(within, "a", "b")
     assert pair.rows() == [("x", 0.1, 0.3), ("y", 0.2, 0.0)]
+
+
+def test_power_is_a_number_where_scipys_noncentral_t_gives_nan() -> None:
+    """nct.cdf is NaN at df 2 and shift 9.54 (a false `power < target` then passed as reaching it), and
+    every tail is NaN past a shift of 1e10 (subnormal variances): power stays a probability, as statsmodels'."""
+    from scipy import stats
+
+    sd, n = 1.0, 3
+    se = sd / math.sqrt(n)
+    assert math.isnan(stats.nct.cdf(-stats.t.ppf(0.975, 2), 2, 9.54))  # the hole this test is about
+    want = TTestPower().power(effect_size=9.54 * se / sd, nobs=n, alpha=0.05, alternative="two-sided")
+    assert power([sd], n, 9.54 * se) == pytest.approx(want, abs=1e-12)
+    tiny = [math.sqrt(3e-323)]  # components of 5e-324
+    assert all(0 <= power(tiny, m, 0.05) <= 1 for m in range(2, 12))
+    assert cases_needed(tiny, 0.05) == 2 and 0 <= detectable(tiny, 5) < 1e-150

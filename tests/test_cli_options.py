@@ -109,3 +109,16 @@ def test_a_numpy_integer_is_a_seed_and_a_sample_count_like_an_int() -> None:
         for bad in (True, 1.0, np.float64(3.0), -1, np.int64(-1)):
             with pytest.raises(ValueError, match="seed must be an int >= 0"):
                 make(samples=200, seed=bad)
+
+
+def test_a_refusal_uses_no_deprecated_click_api(tmp_path, capsys) -> None:
+    """A command's one-line refusal went through click.get_text_stream, deprecated in click 8.2 (a
+    DeprecationWarning in every test run that reached it): no click DeprecationWarning on that path."""
+    import warnings
+
+    from toolkit.cli import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        code = main(["plan", "--target-mdd", "0.05", "--components", str(tmp_path / "missing.json")])
+    assert code == 1 and capsys.readouterr().err.startswith("bedside: error: ")

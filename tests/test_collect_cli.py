@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -130,6 +131,27 @@ def test_judge_command_adds_a_judge_and_a_pass_without_new_answers(tmp_path: Pat
     assert settings["additional_judges"]["sim/judge-notemp"]["base_url"] == url
 
 
+def test_judge_with_two_runs_judges_both_and_an_unknown_one_judges_neither(tmp_path: Path) -> None:
+    store_dir = tmp_path / "store"
+    with SimServer(SimConfig(seed=4)) as sim:
+        base = ("--store", store_dir, "--progress", "none")
+        for model in ("sim/medium", "sim/weak"):
+            code, _, err = bedside("run", "--answer-model", model, "--judge-model", "sim/judge", "--base-url",
+                                   sim.base_url, "--limit", "3", *base)
+            assert code == 0, err
+        code, _, err = bedside("judge", "--run", "sim/medium", "--run", "nobody", "--judge-model", "sim/judge-notemp",
+                               *base)
+        assert code == 1 and err.count("\n") == 1 and "nobody" in err, err
+        code, out, err = bedside("judge", "--run", "sim/medium", "--run", "sim/weak", "--judge-model",
+                                 "sim/judge-notemp", *base)
+        judged = sim.stats()["chat_completions"]["by_model"]["sim/judge-notemp"]["served_ok"]
+    assert code == 0, err
+    assert "sim/medium: 3 judgments by sim/judge-notemp" in out and "sim/weak: 3 judgments by sim/judge-notemp" in out
+    assert judged == 6
+    judgments = Store.open(store_dir).read("judgments").filter(pl.col("judge_model") == "sim/judge-notemp")
+    assert judgments.group_by("run_id").len().sort("run_id").rows() == [("sim/medium", 3), ("sim/weak", 3)]
+
+
 def test_batch_mode_collects_and_resumes_an_in_flight_batch(tmp_path: Path) -> None:
     store_dir = tmp_path / "store"
     with SimServer(SimConfig(rate_bad_json=0.2, seed=3, batch_delay_s=0.3)) as sim:
@@ -171,6 +193,12 @@ def test_demo_prints_a_leaderboard_of_simulated_models(tmp_path: Path) -> None:
     order = [next(m for m in ("sim/strong", "sim/medium", "sim/skill-0.45", "sim/weak") if m in line) for line in board]
     assert order == ["sim/strong", "sim/medium", "sim/skill-0.45", "sim/weak"]
     assert "Not for clinical use" in out
+    # the four runs are collected at once: their one wall time is said once per collection, not as each run's
+    runs = [line for line in out.splitlines() if line.startswith("sim/") and " by sim/judge" in line]
+    assert len(runs) == 8 and not any(re.search(r" in \d+\.\ds$", line) for line in runs), runs
+    together = re.findall(r"^the 4 runs above were (?:collected|judged) at once in \d+\.\ds \(one wall time for the "
+                          r"4\)$", out, re.M)
+    assert len(together) == 2, out
     store = Store.open(tmp_path / "demo")
     assert len(store.run_ids()) == 4
     (tmp_path / "mine").mkdir()

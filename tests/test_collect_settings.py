@@ -104,12 +104,13 @@ def test_a_base_url_with_control_characters_is_one_line_before_the_store_is_touc
         listener.listen()
         port = listener.getsockname()[1]
         st = tmp_path / "store"
-        for flag in ("--base-url", "--judge-base-url"):
+        for flag in ("--base-url", "--judge-base-url"):  # one of the two URLs hostile (an option is given once)
+            urls = {name: f"http://127.0.0.1:{port}/v1" + "\x1b[2J" * (name == flag)
+                    for name in ("--base-url", "--judge-base-url")}
             done = subprocess.run([sys.executable, "-m", "toolkit", "run", "--answer-model", "m", "--judge-model", "j",
-                                   "--base-url", f"http://127.0.0.1:{port}/v1", "--judge-base-url",
-                                   f"http://127.0.0.1:{port}/v1", "--api-key-env", "K", "--judge-api-key-env", "K",
-                                   "--smoke", "--timeout", "1", "--max-retries", "1", "--store", str(st),
-                                   flag, f"http://127.0.0.1:{port}/v1\x1b[2J"],
+                                   *(word for pair in urls.items() for word in pair), "--api-key-env", "K",
+                                   "--judge-api-key-env", "K", "--smoke", "--timeout", "1", "--max-retries", "1",
+                                   "--store", str(st)],
                                   capture_output=True, text=True, env={**__import__("os").environ, "K": "x"}, timeout=60)
             lines = done.stderr.strip().splitlines()
             assert done.returncode != 0 and len(lines) == 1, done.stderr

@@ -166,3 +166,16 @@ def test_dataset_info_on_public_split(shared_bench: Path, capsys) -> None:
     assert main(["dataset", "info", "--dataset", str(shared_bench), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["dataset_sha256"] == PUBLIC_SHA and info["cases"] == 250
+
+
+@pytest.mark.parametrize("command", ["validate", "info"])
+def test_the_dataset_path_is_taken_as_an_argument_or_an_option(command, capsys) -> None:
+    outputs = []
+    for args in ([str(SAMPLE)], ["--dataset", str(SAMPLE)], [str(SAMPLE), "--dataset", str(SAMPLE)]):
+        assert main(["dataset", command, *args]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] == outputs[2] != ""
+    assert main(["dataset", command, str(SAMPLE), "--dataset", str(SAMPLE / "nowhere")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "give the dataset once: as PATH or as --dataset" in captured.err

@@ -51,11 +51,15 @@ def test_plan_prints_the_planners_design_and_every_alternative(tmp_path: Path) -
     (["--target-mdd", "0.05", "--components", "{c}", "--run", "a"], "give --run twice"),
     (["--target-mdd", "0.05", "--components", "/dev/zero", "--answer-cost", "1", "--judge-cost", "1"], "/dev/zero"),
     (["--target-mdd", "0.05", "--components", "{nan}", "--answer-cost", "1", "--judge-cost", "1"], "NaN"),
+    (["--target-mdd", "0.05", "--components", "{dup}", "--answer-cost", "1", "--judge-cost", "1"],
+     "benchmark 'x' has 2 component records of one run"),
 ])
 def test_missing_or_bad_inputs_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     files = {"c": _components(tmp_path, {"rho": 0.5, "components": RECORDS}), "bad": str(tmp_path / "bad.json"),
              "norho": str(tmp_path / "norho.json"), "nan": str(tmp_path / "nan.json")}
     Path(files["nan"]).write_text('[{"benchmark": "x", "var_case": NaN, "var_answer": 0, "var_judge": 0}]')
+    files["dup"] = str(tmp_path / "dup.json")  # two records of x, neither naming its run: not A and B
+    Path(files["dup"]).write_text(json.dumps({"rho": 0.5, "components": [RECORDS[0], {**RECORDS[0], "var_case": 0.01}]}))
     Path(files["bad"]).write_text("{not json")
     Path(files["norho"]).write_text(json.dumps(RECORDS))
     done = bedside_process(["plan", *(a.format(**files) for a in args)])
@@ -125,3 +129,21 @@ def test_two_stored_runs_give_their_variance_components(tmp_path: Path, sample_d
     assert {a["answers_per_case"] for a in shown["alternatives"]} == set(range(1, 6))
     table = bedside_process(args)
     assert table.returncode == 0 and "note: a run has one judge pass per answer" in table.stderr
+
+
+def test_subnormal_variances_and_a_huge_budget_plan_and_print_sanely(tmp_path: Path) -> None:
+    """Variances of 5e-324 squared to 0 in the t's degrees of freedom (a solver's NaN message); a budget of
+    $1e300 printed as a 300-digit amount."""
+    tiny = _components(tmp_path, {"rho": 0.5, "components": [
+        {"benchmark": b, "var_case": 5e-324, "var_answer": 5e-324, "var_judge": 5e-324} for b in ("x", "y")]})
+    for how in (["--target-mdd", "0.05"], ["--budget", "100"]):
+        done = bedside_process(["plan", *how, "--components", tiny, "--answer-cost", "1", "--judge-cost", "1",
+                                "--format", "json"])
+        assert done.returncode == 0 and done.stderr == "", done.stderr
+        assert json.loads(done.stdout)["chosen"]["cases_per_benchmark"] >= 2
+    path = _components(tmp_path, {"rho": 0.5, "components": RECORDS})
+    done = bedside_process(["plan", "--budget", "1e300", "--components", path, "--answer-cost", "1",
+                            "--judge-cost", "1"])
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert "for $1e+300:" in first and len(first) < 250, first

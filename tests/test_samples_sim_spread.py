@@ -64,3 +64,29 @@ def test_a_spread_outside_0_1_is_refused(bad: float) -> None:
         SimConfig(answer_spread=bad)
     code, _, err = bedside("sim", "serve", "--answer-spread", str(bad))
     assert code == 2 and "--answer-spread" in err
+
+
+def test_sim_serve_by_default_gives_a_case_asked_again_another_answer_as_the_demo_does() -> None:
+    """`bedside run --answer-samples 3` against `bedside sim serve` (no --answer-spread) got one answer three
+    times; the command's default is now the demo's spread (the API's SimConfig keeps 0, byte for byte)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from toolkit.collect.demo import DEMO_ANSWER_SPREAD
+
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit", "sim", "serve", "--port", "0"],
+                            cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    try:
+        client = OpenAI(base_url=proc.stdout.readline().strip(), api_key="x")
+        prompts = [c["prompt"] for c in load_dataset(None).raw_cases[:2]]
+        served = [[client.chat.completions.create(
+            model="sim/medium", messages=protocol.answer_messages(prompt),
+            temperature=protocol.ANSWER_TEMPERATURE).choices[0].message.content or "" for _ in range(3)]
+            for prompt in prompts]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert served == asks(SimConfig(answer_spread=DEMO_ANSWER_SPREAD), prompts, 3)
+    assert all(len(set(answers)) > 1 for answers in served)

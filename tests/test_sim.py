@@ -409,6 +409,14 @@ def test_cli_serve_prints_url_and_serves_until_terminated() -> None:
     assert refused.returncode != 0 and "loopback" in refused.stderr and refused.stderr.count("\n") == 1
 
 
+def test_serve_help_names_every_model_and_judge() -> None:
+    code, out, _ = bedside("sim", "serve", "--help")
+    text = " ".join(out.split())
+    assert code == 0
+    for name in (*(m.removesuffix("-notemp") for m in LISTED_MODELS), "sim/skill-<0..1>", "-notemp"):
+        assert name in text, name
+
+
 def other_dataset(tmp_path: Path, sample_dataset) -> Path:
     """A case file like the sample whose prompts the default provider has never seen."""
     lines = []

@@ -307,11 +307,21 @@ def test_an_s3_stores_journals_are_on_this_machine_by_store(s3_env, s3_store: st
 def test_the_demo_fills_an_s3_store_and_writes_its_report_here(s3_env, s3_store: str, tmp_path: Path,
                                                                 monkeypatch) -> None:
     """`bedside demo --store s3://…` collects into the bucket (no local folder named after the URL) and
-    writes its report on this machine, under reports/demo."""
+    writes its report on this machine in a folder named for the store, beside the local demo's report
+    (reports/demo, left as it was), and says where."""
+    from toolkit.report.model import slug
+
     monkeypatch.chdir(tmp_path)
+    local = tmp_path / "reports" / "demo" / "index.html"
+    local.parent.mkdir(parents=True)
+    local.write_text("the local demo's report")
     done = bedside(["demo", "--store", s3_store])
     assert done.returncode == 0, done.stderr[-800:]
-    assert not (tmp_path / "s3:").exists() and (tmp_path / "reports" / "demo" / "index.html").is_file()
+    folder = Path("reports", f"demo-{slug(s3_store)}")
+    assert not (tmp_path / "s3:").exists() and (tmp_path / folder / "index.html").is_file()
+    assert local.read_text() == "the local demo's report"
+    said = [line for line in done.stdout.splitlines() if line.startswith("report: ")]
+    assert len(said) == 1 and said[0].split()[1].endswith(str(folder / "index.html")), said
     listing = bedside(["runs", "--json", "--store", s3_store])
     assert listing.returncode == 0 and len(json.loads(listing.stdout)) == 4
 

@@ -102,6 +102,10 @@ def components_from_rows(rows: Sequence[Mapping], rho: float | Mapping[str, floa
         if len(found) > 2:
             raise ValueError(f"planning: benchmark {benchmark!r} has {len(found)} component records; give one, or one "
                              "per run of the pair")
+        if len(found) == 2 and found[0].get("run_id") == found[1].get("run_id"):  # not runs A and B: a duplicate
+            raise ValueError(f"planning: benchmark {benchmark!r} has 2 component records of one run "
+                             f"({found[0].get('run_id')!r}); give one, or one per run of the pair (each with its "
+                             "run_id)")
         r = rho.get(benchmark) if isinstance(rho, Mapping) else rho
         if r is None or isinstance(r, bool) or not isinstance(r, (int, float)) or not -1 <= r <= 1:
             raise ValueError(f"planning: benchmark {benchmark!r}: the between-model correlation rho must be in [-1, 1]")
@@ -166,6 +170,13 @@ def case_mean_correlation(cases: pl.DataFrame, run_a: str, run_b: str, var_case_
     return out
 
 
+def usd(amount: float) -> str:
+    """Dollars to the cent; an amount past a trillion (or below a cent) in 4 significant digits, never as 300."""
+    if amount != 0 and not 0.01 <= abs(amount) < 1e12:
+        return f"${amount:.4g}"
+    return f"${amount:,.2f}"
+
+
 @dataclass(frozen=True, eq=False)
 class DesignPlan:
     """The chosen design and every alternative considered (``alternatives``, one row per K and J)."""
@@ -184,15 +195,15 @@ class DesignPlan:
         design = (f"{c['cases_per_benchmark']} cases per benchmark ({c['cases']} in {b} benchmark{'s' * (b != 1)}), "
                   f"{c['answers_per_case']} answer{'s' * (c['answers_per_case'] != 1)} per case, "
                   f"{c['judge_passes']} judge pass{'es' * (c['judge_passes'] != 1)} per answer")
-        cost = f"${c['cost_usd']:,.2f} for both runs"
+        cost = f"{usd(c['cost_usd'])} for both runs"
         if self.target_mdd is not None:
             out = [f"cheapest design detecting a macro-mean difference of {self.target_mdd:g} with "
                    f"{self.target:.0%} power (two-sided {self.level:g}): {design}; {cost} (power {c['power']:.3f})"]
             if self.budget is not None and c["cost_usd"] > self.budget:
-                out.append(f"over the budget of ${self.budget:,.2f}: no design considered reaches the target within it")
+                out.append(f"over the budget of {usd(self.budget)}: no design considered reaches the target within it")
             return out
         return [f"smallest difference detectable with {self.target:.0%} power (two-sided {self.level:g}) for "
-                f"${self.budget:,.2f}: {c['mdd']:.4f} with {design}; {cost}"]
+                f"{usd(self.budget)}: {c['mdd']:.4f} with {design}; {cost}"]
 
 
 def plan_design(components: Sequence[Components], answer_cost: float, judge_cost: float, *,
@@ -257,7 +268,7 @@ def plan_design(components: Sequence[Components], answer_cost: float, judge_cost
                                                  "within_budget": pl.Boolean})
     usable = table.filter(pl.col("feasible"))
     if usable.height == 0:
-        what = (f"a difference of {target_mdd:g}" if target_mdd is not None else f"anything for ${budget:,.2f}")
+        what = (f"a difference of {target_mdd:g}" if target_mdd is not None else f"anything for {usd(budget)}")
         cap = f"{limit:,} cases per benchmark" if max_cases is not None else "the designs considered"
         raise ValueError(f"planning: no design detects {what} within {cap}")
     calls = pl.col("answer_calls") + pl.col("judge_calls")

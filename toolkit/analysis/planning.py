@@ -63,7 +63,11 @@ def _se_df(sd_diff: Sequence[float], n: int | Sequence[int]) -> tuple[float, flo
     total = v.sum()
     if total == 0:
         return 0.0, math.nan
-    return math.sqrt(total) / sds.size, float(total ** 2 / (v ** 2 / (counts - 1.0)).sum())
+    spread = (v ** 2 / (counts - 1.0)).sum()
+    if spread == 0:  # v ** 2 underflowed (variances near 5e-324): the same df from the shares of the total
+        spread = ((v / total) ** 2 / (counts - 1.0)).sum()
+        return math.sqrt(total) / sds.size, float(1.0 / spread)
+    return math.sqrt(total) / sds.size, float(total ** 2 / spread)
 
 
 def standard_error(sd_diff: Sequence[float], n: int | Sequence[int]) -> tuple[float, float]:
@@ -80,7 +84,12 @@ def power(sd_diff: Sequence[float], n: int | Sequence[int], difference: float, l
         return 1.0 if difference != 0 else level  # no spread: any real difference shows, a null one tests at level
     critical = stats.t.ppf(1.0 - level / 2.0, df)
     shift = abs(difference) / se
-    return float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
+    if shift > 1e8:  # scipy's nct is NaN from about 1e10 on; long before, the two tails are 1 and 0
+        return 1.0
+    lower = stats.nct.cdf(-critical, df, shift)
+    if math.isnan(lower):  # nct.cdf is NaN at some shifts (df 2, shift 9.54): the same tail by symmetry
+        lower = stats.nct.sf(critical, df, -shift)
+    return float(stats.nct.sf(critical, df, shift) + lower)
 
 
 def cases_needed(sd_diff: Sequence[float], difference: float, target: float = POWER, level: float = LEVEL) -> int:

@@ -103,7 +103,7 @@ EXAMPLES: dict[str, str] = {
     "runs compact": "bedside runs compact --vacuum --retention 168",
     "dataset": "bedside dataset validate --dataset path/to/bedside-bench",
     "dataset info": "bedside dataset info --json",
-    "dataset validate": "bedside dataset validate --dataset path/to/bedside-bench",
+    "dataset validate": "bedside dataset validate path/to/bedside-bench",
     "audit": "bedside audit out/gpt-x.jsonl --dataset path/to/bedside-bench",
     "review": "bedside review --run sim/strong --run sim/weak --cases 5 --out review.html",
     "labels": "bedside labels",
@@ -119,7 +119,11 @@ def example_epilog(path: str) -> str | None:
 
 
 def _with_examples(command: click.Command, path: str) -> click.Command:
+    """The command (and its subcommands) with its closing example, refusing a single-value option given twice."""
+    from toolkit.cli.options import refuse_repeated_options
+
     command.epilog = command.epilog or example_epilog(path)
+    refuse_repeated_options(command)
     for name, sub in getattr(command, "commands", {}).items():
         _with_examples(sub, f"{path} {name}")
     return command

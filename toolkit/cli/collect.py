@@ -14,7 +14,7 @@ import click
 
 from toolkit import protocol
 from toolkit.cli.common import CommandError, emit, say
-from toolkit.cli.options import dataset_option, one_run_option, prices_option, store_option, wide_option
+from toolkit.cli.options import dataset_option, prices_option, store_option, wide_option
 from toolkit.collect.settings import (DEFAULT_ANSWER_SAMPLES, DEFAULT_CONCURRENCY, DEFAULT_JUDGE_PASSES,
                                       DEFAULT_JUDGE_REASKS,
                                       DEFAULT_MAX_REPLY_BYTES, DEFAULT_PROGRESS, DEFAULT_RETRY_BASE_DELAY,
@@ -109,16 +109,17 @@ def run_cmd(answer_model: str, judge_model: str, run_id: str | None, base_url: s
         smoke=smoke, limit=limit, benchmarks=benchmarks, max_retries=max_retries, judge_reasks=judge_reasks,
         timeout=timeout, retry_base_delay=retry_base_delay, batch=batch, max_reply_bytes=max_reply_bytes,
         answer_samples=answer_samples)
-    _collect_or_estimate(collection, dry_run, cancel_batch, progress, prices_file)
+    _collect_or_estimate([collection], dry_run, cancel_batch, progress, prices_file)
 
 
 @click.command("judge")
-@one_run_option("Run whose stored answers are judged.")
+@click.option("--run", "run_ids", multiple=True, required=True,
+              help="Run whose stored answers are judged (repeatable: each run in turn).")
 @click.option("--judge-model", required=True, help="Judge model (another judge, or the same one again).")
 @click.option("--pass", "passes", type=click.IntRange(*INT_RANGES["judge_passes"]), multiple=True,
               help="Judge pass number(s) to collect, e.g. --pass 2 for a second pass (repeatable).")
 @call_options
-def judge_cmd(run_id: str, judge_model: str, passes: tuple[int, ...], judge_base_url: str | None,
+def judge_cmd(run_ids: tuple[str, ...], judge_model: str, passes: tuple[int, ...], judge_base_url: str | None,
               judge_api_key_env: str | None, concurrency: int, judge_passes: int | None, max_retries: int,
               judge_reasks: int, timeout: float, retry_base_delay: float, max_reply_bytes: int, dry_run: bool,
               prices_file: str | None, batch: bool, cancel_batch: bool, progress: str, store_dir: str | None) -> None:
@@ -130,12 +131,13 @@ def judge_cmd(run_id: str, judge_model: str, passes: tuple[int, ...], judge_base
         raise click.UsageError("give --pass or --judge-passes, not both")
     from toolkit.collect.api import plan_rejudge
 
-    collection = plan_rejudge(
+    # every run planned before any is judged: an unknown id stops the command with nothing called
+    collections = [plan_rejudge(
         run_id, judge_model, store=store_dir, passes=passes, judge_passes=judge_passes, judge_base_url=judge_base_url,
         judge_api_key_env=judge_api_key_env, concurrency=concurrency, max_retries=max_retries,
         judge_reasks=judge_reasks, timeout=timeout, retry_base_delay=retry_base_delay, batch=batch,
-        max_reply_bytes=max_reply_bytes)
-    _collect_or_estimate(collection, dry_run, cancel_batch, progress, prices_file)
+        max_reply_bytes=max_reply_bytes) for run_id in dict.fromkeys(run_ids)]
+    _collect_or_estimate(collections, dry_run, cancel_batch, progress, prices_file)
 
 
 @click.command("demo")
@@ -156,14 +158,12 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
     import shlex
 
     from toolkit.collect.api import progress_views
-    from toolkit.collect.demo import run_demo
+    from toolkit.collect.demo import report_lines, run_demo
 
     store, reports, board = run_demo(store_dir, concurrency, progress_views(progress), replace=replace,
                                      say=say)
-    for report in reports:
-        say(report.line())
-        if report.failure_line():
-            say(report.failure_line())
+    for line in report_lines(reports):
+        say(line)
     if board is None:  # interrupted: no leaderboard of partly collected runs
         raise _exit(EXIT_INTERRUPTED, f"interrupted; {store.root} holds partial runs. Run `bedside demo` again "
                     "to start over.")
@@ -183,9 +183,13 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
     from toolkit.collect.demo import DEMO_MODELS
     from toolkit.report import ReportOptions, write_report  # the demo's report: reports/demo, or beside --store
 
-    here = not where or store.is_remote  # a report is a local folder, also for a store in object storage
-    report = write_report(store, list(DEMO_MODELS), Path("reports", "demo") if here else
-                          Path(store.root).parent / f"{Path(store.root).name}-report",
+    if store.is_remote:  # a report is a local folder: one named for the store, beside the local demo's
+        from toolkit.report.model import slug
+
+        out = Path("reports", f"demo-{slug(str(store.root))}")
+    else:
+        out = Path(store.root).parent / f"{Path(store.root).name}-report" if where else Path("reports", "demo")
+    report = write_report(store, list(DEMO_MODELS), out,
                           ReportOptions(title="Demo: simulated models on the bundled sample"))
     say(f"report: {report.html}   (open in a browser; report.md, figures/ and tables/ beside it)")
     say(f"next:  bedside compare --all{where}   (paired comparisons, ranks)")
@@ -194,8 +198,10 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
                "Not for clinical use.")
 
 
-def _collect_or_estimate(collection: Collection, dry_run: bool, cancel_batch: bool, progress: str,
+def _collect_or_estimate(collections: list[Collection], dry_run: bool, cancel_batch: bool, progress: str,
                          prices_file: str | None = None) -> None:
+    """Collect each collection in turn (an interrupt or a fatal endpoint stops them all); the runs left with
+    failed cases are named together at the end."""
     from toolkit.collect.batch import BatchFailed
     from toolkit.collect.batch_state import PendingBatch
     from toolkit.collect.client import EndpointFatal
@@ -204,24 +210,34 @@ def _collect_or_estimate(collection: Collection, dry_run: bool, cancel_batch: bo
     if dry_run and cancel_batch:
         raise click.UsageError("give --dry-run or --cancel-batch, not both")
     if dry_run:
-        for line in collection.dry_run(prices_file).lines():
-            say(line)
+        for collection in collections:
+            for line in collection.dry_run(prices_file).lines():
+                say(line)
         return
-    try:
-        if cancel_batch:
-            report = collection.cancel_batch(say=say)
-        else:  # batch messages are printed whatever --progress says
-            report = collection.run(progress, say=say)
-    except EndpointUnreachable as error:  # found before anything was called or written
-        raise CommandError([str(error)]) from None
-    except (EndpointFatal, BatchFailed) as error:
-        raise CommandError([f"{error} (nothing else was called; completed work is stored)"]) from None
-    except PendingBatch as error:
-        raise CommandError([str(error)]) from None
-    _finish(report, collection.store)
+    incomplete: list[str] = []
+    for collection in collections:
+        try:
+            if cancel_batch:
+                report = collection.cancel_batch(say=say)
+            else:  # batch messages are printed whatever --progress says
+                report = collection.run(progress, say=say)
+        except EndpointUnreachable as error:  # found before anything was called or written
+            raise CommandError([str(error)]) from None
+        except (EndpointFatal, BatchFailed) as error:
+            raise CommandError([f"{error} (nothing else was called; completed work is stored)"]) from None
+        except PendingBatch as error:
+            raise CommandError([str(error)]) from None
+        why = _finish(report, collection.store)
+        if why is not None:
+            incomplete.append(f"{why}; run the same command again to retry them")
+    if incomplete:
+        error = CommandError(incomplete)
+        error.exit_code = EXIT_INCOMPLETE
+        raise error
 
 
-def _finish(report: RunReport, store: Store) -> None:
+def _finish(report: RunReport, store: Store) -> str | None:
+    """Prints the run's line; stops on an interrupt; says why cases failed, if any did."""
     say(report.line())
     if report.interrupted:
         raise _exit(EXIT_INTERRUPTED, "interrupted; what completed is stored. Run the same command again to resume.")
@@ -234,7 +250,8 @@ def _finish(report: RunReport, store: Store) -> None:
             causes = failure_causes(store, report.run_id)
             why = f"{report.run_id}: " + (causes_line(causes) if causes else
                                           f"{report.answer_errors + report.judge_errors} cases still failed")
-        raise _exit(EXIT_INCOMPLETE, f"{why}; run the same command again to retry them")
+        return why
+    return None
 
 
 def _exit(code: int, message: str) -> CommandError:

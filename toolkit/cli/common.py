@@ -112,7 +112,7 @@ def run_safely(group: click.Group, argv: list[str]) -> int:
         error_line(f"{error.format_message()} (see `{where} --help`)")
         return error.exit_code
     except click.ClickException as error:
-        error.show(_VisibleStream(click.get_text_stream("stderr")))
+        error.show(_VisibleStream(sys.stderr))
         return error.exit_code if error.exit_code not in (None, 0) else EXIT_FAILED
     except UnicodeEncodeError as error:  # mostly a path whose bytes are not UTF-8 (DuckDB, Arrow, Delta need UTF-8)
         from toolkit.inputs import shorten

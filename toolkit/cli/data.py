@@ -7,7 +7,7 @@ import json
 import click
 
 from toolkit.cli.common import CommandError, echo_json, say
-from toolkit.cli.options import dataset_option, json_option
+from toolkit.cli.options import dataset_argument, json_option
 from toolkit.dataset import load_dataset, validate_dataset
 
 
@@ -17,10 +17,12 @@ def dataset() -> None:
 
 
 @dataset.command("info")
-@dataset_option
+@dataset_argument
 @json_option("Print a JSON object.")
 def info(dataset_path: str | None, as_json: bool) -> None:
-    """Digest, case and item counts per benchmark."""
+    """Digest, case and item counts per benchmark.
+
+    PATH (or --dataset PATH): the dataset checkout or case file."""
     ds = load_dataset(dataset_path)
     items = ds.rubric_items.group_by("benchmark").len()
     per_items = dict(items.iter_rows())
@@ -43,9 +45,11 @@ def info(dataset_path: str | None, as_json: bool) -> None:
 
 
 @dataset.command("validate")
-@dataset_option
+@dataset_argument
 def validate(dataset_path: str | None) -> None:
-    """Exit 0 when valid; otherwise one line per problem, naming file and field."""
+    """Exit 0 when valid; otherwise one line per problem, naming file and field.
+
+    PATH (or --dataset PATH): the dataset checkout or case file."""
     problems = validate_dataset(dataset_path)
     if problems:
         raise CommandError([str(p) for p in problems])

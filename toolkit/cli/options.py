@@ -174,3 +174,50 @@ PRICES_HELP = ("Price table (TOML: USD per 1M input/output/reasoning tokens by m
                "else only sim/ models are priced]; unpriced runs show tokens.")
 prices_option = click.option("--prices", "prices_file", type=click.Path(dir_okay=False), default=None,
                              metavar="FILE", help=PRICES_HELP)
+
+
+def refuse_repeated_options(command: click.Command) -> click.Command:
+    """Refuse an option given twice unless it is repeatable (``multiple``): click keeps the last value of
+    the others and drops the rest without a word (``judge --run A --run B`` judged B alone). Applied to every
+    command as it is loaded (``toolkit.cli.LazyGroup``); help and version, answered at once, are left alone."""
+    make_parser = command.make_parser
+
+    def checked_parser(ctx: click.Context) -> Any:
+        parser = make_parser(ctx)
+        parse = parser.parse_args
+
+        def parse_args(args: list[str]) -> Any:
+            opts, rest, order = parse(args=args)
+            if not ctx.resilient_parsing:  # (shell completion parses partial lines)
+                _refuse_repeats(ctx, order)
+            return opts, rest, order
+
+        parser.parse_args = parse_args
+        return parser
+
+    command.make_parser = checked_parser  # type: ignore[method-assign]
+    return command
+
+
+def _refuse_repeats(ctx: click.Context, order: list[click.Parameter]) -> None:
+    seen: dict[str, int] = {}
+    for param in order:
+        if isinstance(param, click.Option) and not param.multiple and not param.is_eager:
+            seen[param.opts[0]] = seen.get(param.opts[0], 0) + 1
+    for name, count in seen.items():
+        if count > 1:
+            raise click.UsageError(f"{name} given {count} times; give it once", ctx)
+
+
+def dataset_argument(func: Callable) -> Callable:
+    """``[PATH]`` or ``--dataset PATH`` (``dataset_path``) for a command whose one input is a dataset, as
+    ``audit FILE`` takes its file: both forms work, and the same path given both ways is the one dataset."""
+
+    def one(path: str | None, dataset_path: str | None) -> str | None:
+        if path is not None and dataset_path is not None and path != dataset_path:
+            raise click.UsageError("give the dataset once: as PATH or as --dataset", click.get_current_context())
+        return path if path is not None else dataset_path
+
+    func = _gathered("dataset_path", ("path", "dataset_path"), one)(func)
+    func = dataset_option(func)
+    return click.argument("path", required=False, type=click.Path(exists=False))(func)

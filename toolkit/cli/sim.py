@@ -9,6 +9,8 @@ from types import FrameType
 
 import click
 
+from toolkit.sim.config import REALISTIC_ANSWER_SPREAD
+
 _RATE = click.FloatRange(0.0, 1.0)
 
 
@@ -35,9 +37,9 @@ def sim() -> None:
               help="A real request-rate limit (token bucket), requests per second; 0 = none.")
 @click.option("--rate-limit-burst", type=click.IntRange(0), default=0, show_default=True,
               help="Requests the bucket saves up (0 = one second's worth).")
-@click.option("--answer-spread", type=_RATE, default=0.0, show_default=True,
-              help="Share of a case's rubric items answered afresh each time the case is asked again "
-              "(0: the same answer every time; 1: independent answers).")
+@click.option("--answer-spread", type=_RATE, default=REALISTIC_ANSWER_SPREAD, show_default=True,
+              help="Share of a case's rubric items answered afresh each time the case is asked again, as in "
+              "the demo (0: the same answer every time; 1: independent answers).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of answers and fault draws.")
 @click.option("--dataset", "datasets", multiple=True, type=click.Path(exists=False),
               help="Dataset whose rubrics shape the answers (repeatable; default: the bundled sample).")
@@ -47,7 +49,13 @@ def serve(host: str, port: int, latency_ms: float, rate_429: float, rate_5xx: fl
           rate_timeout: float, timeout_hold_s: float, retry_after_s: float, rate_limit_rps: float,
           rate_limit_burst: int, answer_spread: float, seed: int,
           datasets: tuple[str, ...], api_key_env: str | None) -> None:
-    """Serve until Ctrl-C; the first stdout line is the base URL (http://HOST:PORT/v1)."""
+    """Serve until Ctrl-C; the first stdout line is the base URL (http://HOST:PORT/v1).
+
+    Answer models: sim/strong, sim/medium and sim/weak (skills 0.85, 0.6, 0.3), and sim/skill-<0..1> for any
+    skill (e.g. sim/skill-0.45). Judges: sim/judge (reads the rubric as written) and sim/judge-noisy (misreads
+    and slips at set rates: its passes disagree). Each name with the suffix -notemp refuses a request that
+    carries a temperature.
+    """
     from toolkit.sim.config import SimConfig
     from toolkit.sim.models import LISTED_MODELS
     from toolkit.sim.server import SimServer  # the web stack, only when serving

@@ -36,6 +36,7 @@ from toolkit.collect.progress import ViewFactory
 from toolkit.collect.runner import CollectJob, RunReport, collect
 from toolkit.collect.settings import DEFAULT_CONCURRENCY, CollectSettings, Endpoint
 from toolkit.sim import SimConfig, SimServer
+from toolkit.sim.config import REALISTIC_ANSWER_SPREAD
 from toolkit.sim.models import answer_states
 from toolkit.dataset import load_dataset
 from toolkit.labels import ImportSummary, add_labels, current_answers, draw_cases
@@ -51,7 +52,7 @@ DEMO_SECOND_PASSES = (1, 2)
 # Three answers per case, a third of their rubric items drawn afresh each time: enough for worst-at-k and
 # the variance split to show something, little enough that the four models still rank apart.
 DEMO_ANSWER_SAMPLES = 3
-DEMO_ANSWER_SPREAD = 0.3
+DEMO_ANSWER_SPREAD = REALISTIC_ANSWER_SPREAD
 DEMO_MARK = "bedside demo"  # settings["collected_by"] of the runs the demo wrote
 _STORE_ENTRIES = {*TABLES, *LABEL_TABLES, "journal", ".locks"}
 DEMO_PHYSICIAN = "sim/physician"
@@ -143,6 +144,23 @@ def run_demo(store_dir: str | None = None, concurrency: int = DEFAULT_CONCURRENC
         say(f"physician: {DEMO_PHYSICIAN} labelled {count} rubric items ({DEMO_LABELLED_CASES} cases of "
             "each run, every answer) with the simulator's ground truth: `bedside labels`")
     return store, reports, leaderboard(store, list(DEMO_MODELS))
+
+
+def report_lines(reports: list[RunReport]) -> list[str]:
+    """The demo runs' lines: the four runs are collected at once (then judged again at once), so each report's
+    time is that collection's wall time; it is said once after the runs it covers, not on every run's line."""
+    lines: list[str] = []
+    size = len(DEMO_MODELS)
+    for start in range(0, len(reports), size):
+        group = reports[start:start + size]
+        for report in group:
+            lines.append(report.line().removesuffix(f" in {report.elapsed_s:.1f}s"))  # the time is said below
+            if report.failure_line():
+                lines.append(report.failure_line())
+        verb = "collected" if group[0].answering else "judged"
+        lines.append(f"the {len(group)} runs above were {verb} at once in {group[0].elapsed_s:.1f}s (one wall time "
+                     f"for the {len(group)})")
+    return lines
 
 
 def physician_labels(store: Store, run_ids: list[str], cases: int = DEMO_LABELLED_CASES,

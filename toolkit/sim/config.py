@@ -5,6 +5,9 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+# A third of a case's rubric items drawn afresh each time the case is asked again: repeated answers differ
+# as a model's do. `bedside sim serve` and the demo use it; SimConfig keeps 0 (every answer the same).
+REALISTIC_ANSWER_SPREAD = 0.3
 
 @dataclass(frozen=True)
 class SimConfig:
