@@ -327,11 +327,28 @@ RELIABILITY_SCORES = Table(
     ),
 )
 
+
+
+def _by_judge(table: Table) -> Table:
+    """``table`` for every judge of each run (all passes, the ``auto`` order), the primary judge marked."""
+    cols = [c for c in table.columns if c.name != "judge_model"]
+    judge = _c("judge_model", UTF8, "The judge whose scores the row holds (every judge a run holds).", False)
+    primary = _c("primary_judge", BOOL, f"Whether it is the run's primary judge (`runs.judge_model`): then the row "
+                 f"is `{table.name}`'s.", False)
+    return Table(f"{table.name}_by_judge", f"{table.grain} x judge", ("run_id", "judge_model", *table.key[1:]),
+                 "run_id", f"`{table.name}` of every judge with a scored reply in the run, each as `{table.name}` is "
+                 "of the primary judge (all its passes, the `auto` order).", (cols[0], judge, primary, *cols[1:]))
+
+
+BENCHMARK_SCORES_BY_JUDGE, RUN_SUMMARY_BY_JUDGE = _by_judge(BENCHMARK_SCORES), _by_judge(RUN_SUMMARY)
 # run_summary stays last: a run's scores write is the one that committed its rows (``store.live.scores_write``).
 SCORE_TABLES: dict[str, Table] = {t.name: t for t in (PASS_SCORES, SAMPLE_SCORES, CASE_SCORES, BENCHMARK_SCORES,
-                                                      RELIABILITY_SCORES, RUN_SUMMARY)}
+                                                      RELIABILITY_SCORES, BENCHMARK_SCORES_BY_JUDGE,
+                                                      RUN_SUMMARY_BY_JUDGE, RUN_SUMMARY)}
 # Score tables added after stores first held scores: runs stored before hold none, and readers compute theirs.
-LATER_SCORES = ("sample_scores", "reliability_scores")
+LATER_SCORES = ("sample_scores", "reliability_scores", "benchmark_scores_by_judge", "run_summary_by_judge")
+# Score tables of every judge and pass a run holds, whatever judge selection a reader asks for.
+EVERY_JUDGE = ("pass_scores", "benchmark_scores_by_judge", "run_summary_by_judge")
 STORED: dict[str, Table] = {**TABLES, **SCORE_TABLES, **LABEL_TABLES}  # every table the store keeps
 # Columns added after stores were first written, with the value every older row holds: files that lack them
 # read as if they had them, and a table gains them on its next write; no migration step.
