@@ -20,10 +20,11 @@ from toolkit.store import Store, StoreError
 from toolkit.store.transaction import Transaction, read_together
 from toolkit.summary import (SummaryOptions, benchmark_means, macro_mean, ordered_cases, resolve_order,
                              run_facts)
-from toolkit.tables import EVERY_JUDGE, LATER_SCORES, SCORE_TABLES, polars_schema, to_arrow
+from toolkit.tables import BY_JUDGE as BY_JUDGE_TABLES, LATER_SCORES, SCORE_TABLES, polars_schema, to_arrow
 
 LEVELS = tuple(SCORE_TABLES)  # pass, sample, case, benchmark, reliability, by-judge scores, run_summary (last)
-BY_JUDGE = ("benchmark_scores_by_judge", "run_summary_by_judge")  # computed together
+BY_JUDGE = tuple(t.name for t in BY_JUDGE_TABLES)  # benchmark_scores, run_summary of every judge: computed together
+EVERY_JUDGE = ("pass_scores", *BY_JUDGE)  # score tables of every judge and pass, whatever the selection
 
 
 def _typed(table: str, frame: pl.DataFrame) -> pl.DataFrame:

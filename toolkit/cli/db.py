@@ -26,7 +26,7 @@ def db_cmd(out: str, store_dir: str | None) -> None:
         raise CommandError([f"{store.root}: no store here (give --store DIR or set BEDSIDE_STORE)"])
     info = write_database(store, out)
     version = "empty store" if info.store_version is None else f"store version {info.store_version}"
-    from toolkit.sql._views import relation_names
+    from toolkit.sql import relation_names
 
     views = ", ".join([*relation_names()["tables"], *relation_names()["score views"]])
     click.echo(f"wrote {info.path}: {info.runs} runs, {version}; views: {views}; "

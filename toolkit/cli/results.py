@@ -184,7 +184,7 @@ MAX_ROWS = 1000  # rows a table shows by default: the rest are counted, not held
 
 def _sql_help() -> str:
     """``sql``'s help, its list of what a query can name generated from the views' definitions."""
-    from toolkit.sql._views import relation_names
+    from toolkit.sql import relation_names
 
     names = "; ".join(f"{kind} {', '.join(found)}" for kind, found in relation_names().items())
     return f"""Run one read-only SQL statement over the store's tables and score views.

@@ -21,13 +21,14 @@ from dataclasses import dataclass
 
 from toolkit.selection import JudgeSelection
 from toolkit.summary import SummaryOptions
-from toolkit.tables import EVERY_JUDGE, FILLED, LATER_SCORES, SCORE_TABLES, STORED, TABLES
+from toolkit.tables import BY_JUDGE, FILLED, LATER_SCORES, SCORE_TABLES, STORED, TABLES
 
 # Storage columns the views leave out: ``runs.write_ids`` is the store's commit point, ``runs.listing`` what
 # ``bedside runs`` lists of the run, kept for it: neither is data.
 HIDDEN = {"runs": ("write_ids", "listing")}
 _DUCK_TYPES = {"string": "VARCHAR", "int32": "INTEGER", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN"}
 INTERNAL = "_bedside"
+EVERY_JUDGE = ("pass_scores", *(t.name for t in BY_JUDGE))  # rows of every judge, whatever the selection
 _CI = {"benchmark_scores": (("ci_low", "DOUBLE", "Bootstrap 95% interval, low end (from run_intervals; null when "
                                                  "stale or not computed)."),
                             ("ci_high", "DOUBLE", "Bootstrap 95% interval, high end (likewise)."),
