@@ -413,3 +413,64 @@ def test_db_sweeps_temporary_files_of_killed_processes(tmp_path: Path, sample_da
         (tmp_path / name).write_text("left behind\n")
     assert main(["db", "--out", str(tmp_path / "r.duckdb"), "--store", str(store.root)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept + ["r.duckdb", "st"])
+
+
+# -- every score view says whose scores it holds and which interval it shows ---------------------------------
+
+REFERENCE_CI = "percentile bootstrap (reference, 10,000 resamples)"
+
+
+def test_every_score_view_names_its_judge_and_marks_the_primary(mixed: Store) -> None:
+    con = connect(mixed)
+    primary = dict(con.execute("SELECT run_id, judge_model FROM runs").fetchall())
+    for view in ("sample_scores", "case_scores", "benchmark_scores", "reliability_scores", "run_summary"):
+        rows = con.execute(f"SELECT DISTINCT run_id, judge_model, primary_judge FROM {view}").fetchall()
+        assert sorted(r for r, _, _ in rows) == sorted(primary), view
+        assert all(judge == primary[run] and is_primary for run, judge, is_primary in rows), (view, rows)
+    passes = con.execute("SELECT DISTINCT run_id, judge_model, primary_judge FROM pass_scores").fetchall()
+    assert {(r, j) for r, j, p in passes if not p} == {("a", "judge-y")}
+    assert all(p == (j == primary[r]) for r, j, p in passes)
+    other = connect(mixed, options=SummaryOptions(selection=JudgeSelection(judge="judge-y")))
+    assert other.execute("SELECT DISTINCT run_id, judge_model, primary_judge FROM case_scores").fetchall() == \
+        [("a", "judge-y", False)]
+
+
+def test_by_judge_views_hold_every_judges_scores_as_the_toolkit_computes_them(mixed: Store) -> None:
+    con = connect(mixed)
+    data = read_runs(mixed, mixed.run_ids(), texts=False)
+    judges = sorted(con.execute("SELECT DISTINCT run_id, judge_model FROM pass_scores").fetchall())
+    assert ("a", "judge-y") in judges and len(judges) == 4
+    got = con.sql("FROM run_summary_by_judge").pl()
+    assert sorted(zip(got["run_id"], got["judge_model"])) == judges
+    for run_id, judge in judges:
+        s = summarize_data(data, [run_id], SummaryOptions(selection=JudgeSelection(judge=judge)))[run_id]
+        row = got.filter((pl.col("run_id") == run_id) & (pl.col("judge_model") == judge)).row(0, named=True)
+        assert (row["overall_macro_mean"], row["completed_cases"], row["errors"]) == \
+            (s["overall_macro_mean"], s["completed_cases"], s["errors"]), (run_id, judge)
+        assert row["primary_judge"] == (judge == mixed.run(run_id)["judge_model"])
+        bench = con.execute("SELECT benchmark, n, mean, primary_judge FROM benchmark_scores_by_judge "
+                            "WHERE run_id = ? AND judge_model = ?", [run_id, judge]).fetchall()
+        assert sorted(bench) == sorted((n, b["n"], b["mean"], row["primary_judge"])
+                                       for n, b in s["benchmarks"].items())
+    # the primary judge's rows are those of run_summary and benchmark_scores (which stay one judge a run)
+    shown = 'run_id, judge_model, completed_cases, errors, overall_macro_mean, "order"'
+    assert con.execute(f"SELECT {shown} FROM run_summary_by_judge WHERE primary_judge ORDER BY run_id").fetchall() \
+        == con.execute(f"SELECT {shown} FROM run_summary ORDER BY run_id").fetchall()
+    bench = "run_id, judge_model, benchmark, n, mean"
+    assert con.execute(f"SELECT {bench} FROM benchmark_scores_by_judge WHERE primary_judge ORDER BY ALL").fetchall() \
+        == con.execute(f"SELECT {bench} FROM benchmark_scores ORDER BY ALL").fetchall()
+
+
+def test_intervals_in_sql_and_the_db_file_name_their_method(mixed: Store, tmp_path: Path) -> None:
+    from toolkit.bootstrap import BootstrapSettings
+
+    out = tmp_path / "m.duckdb"
+    assert main(["db", "--out", str(out), "--store", str(mixed.root)]) == 0
+    filed = duckdb.connect(str(out), read_only=True)
+    fewer = connect(mixed, options=SummaryOptions(bootstrap=BootstrapSettings(samples=200)))
+    for con, method in ((connect(mixed), REFERENCE_CI), (filed, REFERENCE_CI),
+                        (fewer, "percentile bootstrap (reference, 200 resamples)")):
+        for view in ("run_summary", "benchmark_scores"):
+            rows = con.execute(f"SELECT ci_low, ci_method FROM {view}").fetchall()
+            assert rows and {m for _, m in rows} == {method}, (view, rows[:3])
+        assert {m for (m,) in con.execute("SELECT ci_method FROM run_intervals").fetchall()} == {method}

@@ -153,3 +153,19 @@ def test_the_demo_asks_each_case_three_times_and_its_answers_differ(demo_store: 
     assert shares.height == 4 and shares["share"].min() > 0.05
     board = bs.compare(store, list(DEMO_MODELS)).leaderboard["run_id"].to_list()
     assert board == ["sim/strong", "sim/medium", "sim/skill-0.45", "sim/weak"]
+
+
+def test_the_leaderboard_lines_name_their_interval(demo_store: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from toolkit.cli.table import print_table
+    from toolkit.collect.demo import leaderboard
+    from toolkit.summary import summarize
+
+    board = leaderboard(Store.open(demo_store), list(DEMO_MODELS))
+    summaries = summarize(Store.open(demo_store), list(DEMO_MODELS))
+    assert board["ci_method"].to_list() == ["percentile bootstrap"] * 4  # the reference's, as `summary` shows
+    assert board["ci95_low"].to_list() == [summaries[r]["overall_ci95"][0] for r in board["run"]]
+    monkeypatch.setenv("COLUMNS", "120")
+    print_table(board, "Leaderboard", optional=("answer_model", "judge_model"))
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
+    assert len(lines) == 4 and all("percentile bootstrap" in line for line in lines), lines

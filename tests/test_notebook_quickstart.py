@@ -77,3 +77,12 @@ def test_where_next_names_every_other_notebook(shown: ExecutedNotebook) -> None:
     assert [n for n in others if f"`{n}`" not in where_next] == []
     for command in ("bedside report --all", "bedside sql"):
         assert command in where_next
+
+
+def test_it_says_which_interval_each_table_shows(shown: ExecutedNotebook) -> None:
+    # compare's leaderboard: stratified t (toolkit.analysis.compare); the summary: the reference's bootstrap
+    board, summary = (next(m for m in shown.markdown() if m.startswith(head))
+                      for head in ("## 3. The leaderboard", "The reference runner's own summary"))
+    assert "stratified t interval" in board and "bootstrap resamples" not in board.split("rank")[0]
+    assert "percentile bootstrap" in summary and "stratified t" in summary
+    assert shown.text("summary").startswith("95% intervals: percentile bootstrap (reference, 10,000 resamples)\n")

@@ -187,6 +187,8 @@ def test_cli_import_summary_sql_export(tmp_path: Path, shared_bench: Path, publi
     assert main(["summary", "--run", run_id, "--store", st, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert list(out) == [run_id]
+    # bedside's own output names its interval's method; the reference's summary object is the rest, exactly
+    assert out[run_id].pop("ci_method") == "percentile bootstrap (reference, 10,000 resamples)"
     assert json.dumps(out[run_id]) == json.dumps(_expected(rows, public_dataset, 10_000))
     assert main(["summary", "--all", "--store", st]) == 0
     assert "OVERALL" in capsys.readouterr().out

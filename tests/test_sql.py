@@ -306,3 +306,36 @@ def test_counting_the_rows_not_shown_stops_in_time(tmp_path: Path, capsys, sampl
     line, = err.splitlines()
     assert line.startswith("sql: at least ") and "more rows not shown (counting stopped after a few seconds)" in line
     assert 65_536 <= int(line.split()[3].replace(",", "")) < 999_997
+
+
+def test_summary_names_its_interval_method_and_export_stays_the_reference(tmp_path: Path, sample_dataset) -> None:
+    from tests.test_cli_process import bedside_process
+
+    store = _filled_store(tmp_path, sample_dataset)
+    table = bedside_process(["summary", "--run", "r", "--store", str(store.root), "--samples", "300"])
+    assert table.returncode == 0, table.stderr
+    assert "95% intervals: percentile bootstrap (reference, 300 resamples)" in table.stdout
+    as_json = json.loads(bedside_process(["summary", "--run", "r", "--store", str(store.root), "--json"]).stdout)
+    assert as_json["r"]["ci_method"] == "percentile bootstrap (reference, 10,000 resamples)"
+    exported = bedside_process(["export", "--run", "r", "--out", str(tmp_path / "r.jsonl"), "--store",
+                                str(store.root)])
+    assert exported.returncode == 0, exported.stderr
+    reference = json.loads((tmp_path / "r.summary.json").read_text())
+    assert "ci_method" not in reference and reference == {k: v for k, v in as_json["r"].items() if k != "ci_method"}
+
+
+def test_sql_help_lists_every_table_and_view_a_query_can_name(tmp_path: Path, sample_dataset) -> None:
+    import re
+
+    from tests.test_cli_process import bedside_process
+    from toolkit.sql import connect
+
+    store = Store.open(tmp_path / "st")
+    store.write_dataset(sample_dataset)
+    con = connect(store)
+    names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
+                                       "WHERE table_schema = 'main'").fetchall()]
+    assert {"reviews", "human_labels", "run_summary_by_judge", "run_intervals"} <= set(names)
+    shown = bedside_process(["sql", "--help"])
+    assert shown.returncode == 0
+    assert [n for n in names if not re.search(rf"(?<![\w-]){n}(?![\w-])", shown.stdout)] == []

@@ -14,15 +14,17 @@ import polars as pl
 
 from toolkit.listing import LISTING, dump_facts, listing_facts
 from toolkit.scoring import reliability_scores
-from toolkit.selection import (RunData, latest_valid_decisions, per_case, per_sample, read_columns, read_runs,
-                               scored_passes)
+from toolkit.selection import (JudgeSelection, RunData, latest_valid_decisions, per_case, per_sample, read_columns,
+                               read_runs, scored_passes)
 from toolkit.store import Store, StoreError
 from toolkit.store.transaction import Transaction, read_together
 from toolkit.summary import (SummaryOptions, benchmark_means, macro_mean, ordered_cases, resolve_order,
                              run_facts)
-from toolkit.tables import LATER_SCORES, SCORE_TABLES, polars_schema, to_arrow
+from toolkit.tables import BY_JUDGE as BY_JUDGE_TABLES, LATER_SCORES, SCORE_TABLES, polars_schema, to_arrow
 
-LEVELS = tuple(SCORE_TABLES)  # pass, sample, case, benchmark, reliability scores, run_summary (last)
+LEVELS = tuple(SCORE_TABLES)  # pass, sample, case, benchmark, reliability, by-judge scores, run_summary (last)
+BY_JUDGE = tuple(t.name for t in BY_JUDGE_TABLES)  # benchmark_scores, run_summary of every judge: computed together
+EVERY_JUDGE = ("pass_scores", *BY_JUDGE)  # score tables of every judge and pass, whatever the selection
 
 
 def _typed(table: str, frame: pl.DataFrame) -> pl.DataFrame:
@@ -49,10 +51,18 @@ def score_tables(data: RunData, options: SummaryOptions = SummaryOptions(),
         samples = per_sample(data, options.selection)
         out["sample_scores"] = _typed("sample_scores", samples)
         out["reliability_scores"] = _typed("reliability_scores", reliability_scores(samples))
-    if not {"case_scores", "benchmark_scores", "run_summary"} & set(levels):
+    if not {"case_scores", "benchmark_scores", "run_summary", *BY_JUDGE} & set(levels):
         return {t: f for t, f in out.items() if t in levels}
     cases = per_case(data, options.selection)
     out["case_scores"] = _typed("case_scores", cases.sort("run_id", "position"))
+    out["benchmark_scores"], out["run_summary"] = _summaries(data, cases, options)
+    if BY_JUDGE[0] in levels:
+        out.update(_by_judge(data, out if options.is_stored else None))
+    return {t: f for t, f in out.items() if t in levels}
+
+
+def _summaries(data: RunData, cases: pl.DataFrame, options: SummaryOptions) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The benchmark_scores and run_summary rows of every run in ``data`` from its ``per_case`` rows."""
     facts = run_facts(data, options.selection)
     bench_rows, run_rows = [], []
     for run in data.runs.iter_rows(named=True):
@@ -68,10 +78,32 @@ def score_tables(data: RunData, options: SummaryOptions = SummaryOptions(),
             "errors": fact.get("errors", 0), "overall_macro_mean": _null_nan(macro_mean([m for _, m in means.values()])),
             "judge_passes_per_answer": fact.get("passes", 1), "order": order,
             "started_at": fact.get("started_at"), "finished_at": fact.get("finished_at")})
-    out["benchmark_scores"] = pl.from_arrow(to_arrow("benchmark_scores", bench_rows))
-    out["run_summary"] = pl.from_arrow(to_arrow("run_summary", run_rows))
-    return {t: f for t, f in out.items() if t in levels}
+    return (pl.from_arrow(to_arrow("benchmark_scores", bench_rows)),
+            pl.from_arrow(to_arrow("run_summary", run_rows)))
 
+
+def _by_judge(data: RunData, primary: dict[str, pl.DataFrame] | None) -> dict[str, pl.DataFrame]:
+    """benchmark_scores and run_summary of every judge with a valid reply in each run, as those tables are of
+    the primary judge (all passes, the auto order); ``primary``: those tables already computed so (reused)."""
+    judges = (data.judgments.filter(pl.col("error").is_null()).select("run_id", "judge_model").unique()
+              .join(data.runs.select("run_id", pl.col("judge_model").alias("_primary")), on="run_id")
+              .with_columns(primary_judge=pl.col("judge_model") == pl.col("_primary")).drop("_primary"))
+    parts: dict[str, list[pl.DataFrame]] = {t: [] for t in BY_JUDGE}
+    for (judge,), of_judge in judges.sort("judge_model").partition_by("judge_model", as_dict=True).items():
+        for primary_judge, runs in of_judge.partition_by("primary_judge", as_dict=True).items():
+            run_ids = runs["run_id"].to_list()
+            if primary_judge[0] and primary is not None:
+                bench, summary = (primary[t].filter(pl.col("run_id").is_in(run_ids))
+                                  for t in ("benchmark_scores", "run_summary"))
+            else:
+                sub = data.of(run_ids)
+                options = SummaryOptions(selection=JudgeSelection(judge=judge))
+                bench, summary = _summaries(sub, per_case(sub, options.selection), options)
+            marks = [pl.lit(judge).alias("judge_model"), pl.lit(primary_judge[0]).alias("primary_judge")]
+            parts[BY_JUDGE[0]].append(_typed(BY_JUDGE[0], bench.with_columns(marks)))
+            parts[BY_JUDGE[1]].append(_typed(BY_JUDGE[1], summary.drop("judge_model").with_columns(marks)))
+    return {t: pl.concat(f).sort("run_id", "judge_model", *(("benchmark",) if t == BY_JUDGE[0] else ()))
+            if f else empty(t) for t, f in parts.items()}
 
 
 def _null_nan(value: float) -> float | None:
@@ -132,9 +164,14 @@ def computed(store: Store, options: SummaryOptions = SummaryOptions()) -> dict[s
     out: dict[str, list[pl.DataFrame]] = {t: [] for t in LEVELS}
 
     def add(ids: list[str]) -> None:
-        frames = score_tables(read_runs(store, ids, texts=False), options)
+        data = read_runs(store, ids, texts=False)
+        frames = score_tables(data, options, tuple(t for t in LEVELS if t not in BY_JUDGE))
+        # every judge's: as stored, whatever the selection; only for the runs that have none stored
+        need = [r for r in ids if r in unscored or any(r in stale[t] for t in BY_JUDGE)]
+        if need:
+            frames.update(score_tables(data.of(need), SummaryOptions(), BY_JUDGE))
         for table, frame in frames.items():
-            if table == "pass_scores" or options.is_stored:
+            if table in EVERY_JUDGE or options.is_stored:
                 frame = frame.filter(pl.col("run_id").is_in(list(unscored | stale.get(table, set()))))
             out[table].append(frame)
 

@@ -31,6 +31,16 @@ SUMMARY_FIELDS = (
 )
 
 
+# The reference summary's interval, named wherever bedside prints or stores it (never in the reference's own
+# summary object): `compare` and the report show another, the stratified t (docs/methods.md).
+CI_METHOD = "percentile bootstrap"
+
+
+def ci_method(bootstrap: BootstrapSettings) -> str:
+    """The reference interval's method in words: 'percentile bootstrap (reference, 10,000 resamples)'."""
+    return f"{CI_METHOD} (reference, {bootstrap.samples:,} resamples)"
+
+
 @dataclass(frozen=True, kw_only=True)
 class SummaryOptions:
     order: Order = "auto"

@@ -214,9 +214,8 @@ LABEL_TABLES: dict[str, Table] = {t.name: t for t in (REVIEWS, HUMAN_LABELS)}
 RUN_TABLES = ("runs", "answers", "judgments", "decisions")
 DATASET_TABLES = ("cases", "rubric_items")
 
-# The scores, stored as data: computed once by the toolkit (``toolkit.stored_scores``) for a run's whole data
-# at each of its commits, and written in that commit, so SQL and every reader take the numbers as they are.
-# Each run's primary judge, all its passes, the ``auto`` order; bootstrap intervals are not stored.
+# The scores, stored as data: computed by the toolkit for a run's whole data at each of its commits, in that
+# commit, so readers take the numbers as they are. Primary judge (``*_by_judge``: all), all passes, ``auto`` order.
 _RUN, _CASE, _BENCH = _c("run_id", UTF8, "Run.", False), _c("case_id", UTF8, "Case.", False), \
     _c("benchmark", UTF8, "Benchmark of the case.")
 _METHOD = _c("grading_method", UTF8, "Grading method of the case.")
@@ -327,11 +326,14 @@ RELIABILITY_SCORES = Table(
     ),
 )
 
+BY_JUDGE = tuple(Table(f"{t.name}_by_judge", f"{t.grain} x judge", ("run_id", "judge_model", *t.key[1:]), "run_id",
+    f"`{t.name}` of every judge with a scored reply, as of the primary judge.", (t.columns[0], JUDGE_MODEL, _c(
+    "primary_judge", BOOL, "The run's primary judge?", False), *(c for c in t.columns[1:] if c.name != "judge_model")))
+    for t in (BENCHMARK_SCORES, RUN_SUMMARY))  # every judge of each run (all passes, ``auto`` order)
 # run_summary stays last: a run's scores write is the one that committed its rows (``store.live.scores_write``).
 SCORE_TABLES: dict[str, Table] = {t.name: t for t in (PASS_SCORES, SAMPLE_SCORES, CASE_SCORES, BENCHMARK_SCORES,
-                                                      RELIABILITY_SCORES, RUN_SUMMARY)}
-# Score tables added after stores first held scores: runs stored before hold none, and readers compute theirs.
-LATER_SCORES = ("sample_scores", "reliability_scores")
+                                                      RELIABILITY_SCORES, *BY_JUDGE, RUN_SUMMARY)}
+LATER_SCORES = ("sample_scores", "reliability_scores", *(t.name for t in BY_JUDGE))  # added later: readers compute
 STORED: dict[str, Table] = {**TABLES, **SCORE_TABLES, **LABEL_TABLES}  # every table the store keeps
 # Columns added after stores were first written, with the value every older row holds: files that lack them
 # read as if they had them, and a table gains them on its next write; no migration step.

@@ -23,10 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "summary": ("toolkit.cli.results:summary_cmd",
                 "Reference summaries: means and 95% bootstrap intervals per benchmark and overall."),
     "db": ("toolkit.cli.db:db_cmd", "Write a DuckDB database file whose views read the store: tables and derived views, for duckdb, DBeaver or a BI tool."),
-    "sql": ("toolkit.cli.results:sql_cmd",
-            "Run one read-only SQL statement over the store: tables runs, answers, judgments, decisions, cases, "
-            "rubric_items and derived pass_scores, sample_scores, case_scores, benchmark_scores, run_summary, "
-            "reliability_scores."),
+    "sql": ("toolkit.cli.results:sql_cmd", "Run one read-only SQL statement over the store's tables and score views."),
     "compare": ("toolkit.cli.analysis:compare_cmd",
                 "Leaderboard with intervals, paired differences of every two runs (Holm/BH-adjusted p) and rank "
                 "intervals."),

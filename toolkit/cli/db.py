@@ -26,9 +26,10 @@ def db_cmd(out: str, store_dir: str | None) -> None:
         raise CommandError([f"{store.root}: no store here (give --store DIR or set BEDSIDE_STORE)"])
     info = write_database(store, out)
     version = "empty store" if info.store_version is None else f"store version {info.store_version}"
-    click.echo(f"wrote {info.path}: {info.runs} runs, {version}; views: runs, answers, judgments, decisions, "
-               "cases, rubric_items, pass_scores, sample_scores, case_scores, benchmark_scores, run_summary, "
-               "reliability_scores; "
+    from toolkit.sql import relation_names
+
+    views = ", ".join([*relation_names()["tables"], *relation_names()["score views"]])
+    click.echo(f"wrote {info.path}: {info.runs} runs, {version}; views: {views}; "
                "tables: run_intervals, bedside_info")
     if store.is_remote:  # its writers are other machines: the file is a snapshot
         click.echo(f"open it: duckdb -readonly {info.path}   (with httpfs and an S3 secret; a snapshot of this store "

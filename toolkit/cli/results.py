@@ -14,7 +14,7 @@ from toolkit.cli.options import (RunChoice, dataset_option, format_option, judge
                                  resample_options, run_options, store_option, wide_option)
 from toolkit.inputs import dumps, finite_or_none
 from toolkit.selection import JudgeSelection
-from toolkit.summary import SummaryOptions, summarize
+from toolkit.summary import SummaryOptions, ci_method, summarize
 
 
 @click.command("import")
@@ -135,8 +135,10 @@ def summary_cmd(runs: RunChoice, order: str, as_json: bool, selection: JudgeSele
     ids = selected_runs(store, runs)
     options = SummaryOptions(order=order, bootstrap=BootstrapSettings(samples=samples, seed=seed), selection=selection)
     summaries = summarize(store, ids, options)
-    if as_json:
-        click.echo(dumps(summaries, indent=2))  # valid JSON: NaN (a mean over no case) becomes null
+    method = ci_method(options.bootstrap)
+    if as_json:  # the reference's summary object and, after it, bedside's name of its interval
+        click.echo(dumps({run_id: {**s, "ci_method": method} for run_id, s in summaries.items()},
+                         indent=2))  # valid JSON: NaN (a mean over no case) becomes null
         return
     for run_id, s in summaries.items():
         lo, hi = s["overall_ci95"]
@@ -146,7 +148,7 @@ def summary_cmd(runs: RunChoice, order: str, as_json: bool, selection: JudgeSele
                 for name, b in s["benchmarks"].items()]
         rows.append({"benchmark": "OVERALL (macro)", "n": s["completed_cases"], "mean": s["overall_macro_mean"],
                      "ci95_low": lo, "ci95_high": hi})
-        emit(pl.DataFrame(rows), "table")
+        emit(pl.DataFrame(rows), "table", title=f"95% intervals: {method}")
     click.echo(INTERVALS_NOTE, err=True)
     say_small_sizes(min((b["n"] for s in summaries.values() for b in s["benchmarks"].values()), default=None))
 
@@ -180,7 +182,23 @@ class _QueryCommand(click.Command):
 MAX_ROWS = 1000  # rows a table shows by default: the rest are counted, not held
 
 
-@click.command("sql", cls=_QueryCommand)
+def _sql_help() -> str:
+    """``sql``'s help, its list of what a query can name generated from the views' definitions."""
+    from toolkit.sql import relation_names
+
+    names = "; ".join(f"{kind} {', '.join(found)}" for kind, found in relation_names().items())
+    return f"""Run one read-only SQL statement over the store's tables and score views.
+
+    Names: {names}. Score views name their judge (judge_model, primary_judge): the *_by_judge views hold
+    every judge's scores, the others the primary judge's.
+    Reads the store's current files and nothing else; statements that write are refused.
+
+    CSV is for spreadsheets: a text cell starting with = + - @ TAB or CR is written with a ' in front
+    (numbers are never changed); --raw-csv writes text as stored. A query that starts with an SQL
+    comment goes last, after a -- separator: bedside sql --format csv -- "-- note ..."."""
+
+
+@click.command("sql", cls=_QueryCommand, help=_sql_help())
 @click.argument("query")
 @format_option
 @click.option("--max-rows", type=click.IntRange(min=1), default=None,
@@ -191,14 +209,6 @@ MAX_ROWS = 1000  # rows a table shows by default: the rest are counted, not held
                    "with = + - @ TAB or CR gets a ' in front, so a spreadsheet does not run it as a formula.")
 @store_option
 def sql_cmd(query: str, fmt: str, max_rows: int | None, raw_csv: bool, store_dir: str | None) -> None:
-    """Run one read-only SQL statement over the store: tables runs, answers, judgments, decisions,
-    cases, rubric_items and derived pass_scores, sample_scores, case_scores, benchmark_scores, run_summary,
-    reliability_scores.
-    Reads the store's current files and nothing else; statements that write are refused.
-
-    CSV is for spreadsheets: a text cell starting with = + - @ TAB or CR is written with a ' in front
-    (numbers are never changed); --raw-csv writes text as stored. A query that starts with an SQL
-    comment goes last, after a -- separator: bedside sql --format csv -- "-- note ..."."""
     import duckdb
 
     from toolkit.sql import SQLRefused, query as run_query, query_head

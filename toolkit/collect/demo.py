@@ -42,7 +42,7 @@ from toolkit.dataset import load_dataset
 from toolkit.labels import ImportSummary, add_labels, current_answers, draw_cases
 from toolkit.store import Store, StoreError, default_store_path
 from toolkit.store.runs_ops import delete_run
-from toolkit.summary import summarize
+from toolkit.summary import CI_METHOD, summarize
 from toolkit.tables import LABEL_TABLES, TABLES
 
 DEMO_MODELS = ("sim/strong", "sim/medium", "sim/weak", "sim/skill-0.45")
@@ -201,10 +201,12 @@ def second_judge_job(job: CollectJob, endpoint: Endpoint) -> CollectJob:
 
 
 def leaderboard(store: Store, run_ids: list[str] | None = None) -> pl.DataFrame:
-    """One row per run (default: every run), best first: macro mean with its 95% bootstrap interval."""
+    """One row per run (default: every run), best first: macro mean with its 95% interval, the reference's
+    percentile bootstrap (named on each row: ``compare`` shows another)."""
     summaries = summarize(store, run_ids if run_ids is not None else store.run_ids())
     rows = [{"run": run_id, "answer_model": s["answer_model"], "judge_model": s["judge_model"],
              "overall": s["overall_macro_mean"], "ci95_low": s["overall_ci95"][0], "ci95_high": s["overall_ci95"][1],
-             "cases": s["completed_cases"], "errors": s["errors"]} for run_id, s in summaries.items()]
+             "cases": s["completed_cases"], "errors": s["errors"], "ci_method": CI_METHOD}
+            for run_id, s in summaries.items()]
     board = pl.DataFrame(rows).sort("overall", descending=True, nulls_last=True)
     return board.with_row_index("rank", offset=1)

@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "SQLRefused": "toolkit.sql._query",
     "write_database": "toolkit.sql._database",
     "dictionary": "toolkit.sql._views",
+    "relation_names": "toolkit.sql._views",
 }
 
 __all__ = sorted([*_EXPORTS, "follow_commits"])

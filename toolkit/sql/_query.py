@@ -26,7 +26,7 @@ from toolkit.sql import _views as views
 from toolkit.sql._connection import LockedConnection, explained, parsed
 from toolkit.selection import read_runs
 from toolkit.store import Store, StoreError
-from toolkit.summary import SummaryOptions, summarize_data
+from toolkit.summary import SummaryOptions, ci_method, summarize_data
 from toolkit.selection import JudgeSelection
 from toolkit.tables import SCORE_TABLES, STORED
 
@@ -129,18 +129,21 @@ def fill_intervals(con: duckdb.DuckDBPyConnection, store: Store, version: int | 
 
 
 def intervals(store: Store, options: SummaryOptions = SummaryOptions(), version: int | None = None) -> pl.DataFrame:
-    """run_id, benchmark (null: the overall macro mean), ci_low, ci_high, run_updated_at, store_version."""
+    """run_id, benchmark (null: the overall macro mean), ci_low, ci_high, ci_method (null with the interval),
+    run_updated_at, store_version."""
     run_ids = store.run_ids()
     data = read_runs(store, run_ids, texts=False)
     summaries = summarize_data(data, run_ids, options)
     updated = dict(zip(data.runs["run_id"].to_list(), data.runs["updated_at"].to_list()))
+    method = ci_method(options.bootstrap)
     rows = []
     for rid, s in summaries.items():
-        rows.append((rid, None, *_nulls(s["overall_ci95"]), updated.get(rid), version))
-        rows += [(rid, name, *_nulls(b["ci95"]), updated.get(rid), version) for name, b in s["benchmarks"].items()]
+        for name, bounds in ((None, s["overall_ci95"]), *((n, b["ci95"]) for n, b in s["benchmarks"].items())):
+            low, high = _nulls(bounds)
+            rows.append((rid, name, low, high, None if low is None else method, updated.get(rid), version))
     return pl.DataFrame(rows, orient="row", schema={
         "run_id": pl.String, "benchmark": pl.String, "ci_low": pl.Float64, "ci_high": pl.Float64,
-        "run_updated_at": pl.String, "store_version": pl.Int64})
+        "ci_method": pl.String, "run_updated_at": pl.String, "store_version": pl.Int64})
 
 
 

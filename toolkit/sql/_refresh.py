@@ -219,18 +219,27 @@ def _outdated(con: "duckdb.DuckDBPyConnection") -> bool:
             "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = ? "
             "ORDER BY table_name, ordinal_position", [INTERNAL]).fetchall():
         found.setdefault(table, []).append(column)
-    return any(found.get(f"computed_{t}") != columns(t) for t in SCORE_TABLES)
+    return any(found.get(f"computed_{t}") != columns(t) for t in SCORE_TABLES) or not _intervals_named(con)
+
+
+def _intervals_named(con: "duckdb.DuckDBPyConnection") -> bool:
+    """Whether the file's ``run_intervals`` names each interval's method (written since ``ci_method``)."""
+    return con.execute("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'main' AND "
+                       "table_name = 'run_intervals' AND column_name = 'ci_method'").fetchone()[0] > 0
 
 
 def _rebuild(con: "duckdb.DuckDBPyConnection", files: dict[str, list[str]], options) -> None:
     """Every view and computed table of a file written by an earlier version, as this version defines them
-    (the computed rows are filled again next; ``run_intervals`` stays)."""
+    (the computed rows are filled again next; ``run_intervals`` stays, but for intervals that do not name their
+    method: those are dropped, and the views show none until ``bedside db --out FILE`` computes them again)."""
     from toolkit.sql._views import INTERNAL, statements
     from toolkit.tables import SCORE_TABLES
 
     for table in SCORE_TABLES:
         con.execute(f'DROP VIEW IF EXISTS "{table}"')
         con.execute(f"DROP TABLE IF EXISTS {INTERNAL}.computed_{table}")
+    if not _intervals_named(con):
+        con.execute("DROP TABLE IF EXISTS run_intervals")
     for statement in statements(files, options):
         con.execute(statement)
 

@@ -21,20 +21,34 @@ from dataclasses import dataclass
 
 from toolkit.selection import JudgeSelection
 from toolkit.summary import SummaryOptions
-from toolkit.tables import FILLED, LATER_SCORES, SCORE_TABLES, STORED, TABLES
+from toolkit.tables import BY_JUDGE, FILLED, LATER_SCORES, SCORE_TABLES, STORED, TABLES
 
 # Storage columns the views leave out: ``runs.write_ids`` is the store's commit point, ``runs.listing`` what
 # ``bedside runs`` lists of the run, kept for it: neither is data.
 HIDDEN = {"runs": ("write_ids", "listing")}
 _DUCK_TYPES = {"string": "VARCHAR", "int32": "INTEGER", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN"}
 INTERNAL = "_bedside"
+EVERY_JUDGE = ("pass_scores", *(t.name for t in BY_JUDGE))  # rows of every judge, whatever the selection
 _CI = {"benchmark_scores": (("ci_low", "DOUBLE", "Bootstrap 95% interval, low end (from run_intervals; null when "
                                                  "stale or not computed)."),
-                            ("ci_high", "DOUBLE", "Bootstrap 95% interval, high end (likewise).")),
+                            ("ci_high", "DOUBLE", "Bootstrap 95% interval, high end (likewise)."),
+                            ("ci_method", "VARCHAR", "The interval's method, e.g. 'percentile bootstrap (reference, "
+                                                     "10,000 resamples)': the reference runner's, as `bedside "
+                                                     "summary` shows (`bedside compare` and the report show "
+                                                     "stratified t intervals); null with the interval.")),
        "run_summary": (("ci_low", "DOUBLE", "Bootstrap 95% interval of the macro mean, low end (run_intervals; "
                                             "null when stale)."),
-                       ("ci_high", "DOUBLE", "Likewise, high end."))}
+                       ("ci_high", "DOUBLE", "Likewise, high end."),
+                       ("ci_method", "VARCHAR", "The interval's method, as in `benchmark_scores`."))}
 _CI_AFTER = {"benchmark_scores": "mean", "run_summary": "overall_macro_mean"}
+# Whose scores a view holds, shown beside them (not stored: the selection's judge, looked up in ``runs``).
+_JUDGE = ("judge_model", "VARCHAR", "The judge whose scores these are: the run's primary judge (`runs.judge_model`), "
+                                    "or the judge `bs.connect` was given.")
+_PRIMARY = ("primary_judge", "BOOLEAN", "Whether that judge is the run's primary judge (always true here, but for "
+                                        "`bs.connect` with another judge).")
+_PRIMARY_PASS = ("primary_judge", "BOOLEAN", "Whether the pass's judge is the run's primary judge "
+                                             "(`runs.judge_model`).")
+_SHOWN_LOOKUPS = {"ci_low", "ci_high", "ci_method", "primary_judge"}  # view columns not read from the score rows
 
 
 @dataclass(frozen=True)
@@ -50,6 +64,12 @@ def _view(name: str) -> View:
     cols: list[tuple[str, str, str]] = []
     for c in table.columns:
         cols.append((c.name, _DUCK_TYPES[str(c.type)], c.doc))
+        if name in EVERY_JUDGE and name != "pass_scores":
+            continue  # stored with their judge and its mark
+        if c.name == "run_id" and "judge_model" not in table.names:
+            cols += [_JUDGE, _PRIMARY]
+        elif c.name == "judge_model":
+            cols.append(_PRIMARY_PASS if name == "pass_scores" else _PRIMARY)
         if c.name == _CI_AFTER.get(name):
             cols += _CI[name]
     return View(name, table.grain, table.doc + (" Intervals: see `run_intervals`." if name in _CI else ""),
@@ -98,7 +118,7 @@ def base_view(table: str, files: list[str], relation: str | None = None) -> str:
 
 INTERVALS = (
     "CREATE TABLE IF NOT EXISTS run_intervals (run_id VARCHAR, benchmark VARCHAR, ci_low DOUBLE, ci_high DOUBLE,"
-    " run_updated_at VARCHAR, store_version BIGINT)"
+    " ci_method VARCHAR, run_updated_at VARCHAR, store_version BIGINT)"
 )
 
 
@@ -115,18 +135,25 @@ def derived_view(view: View, options: SummaryOptions = SummaryOptions()) -> str:
     table = view.name
     cols = ", ".join(f'"{c}"' for c in columns(table))
     computed = f"SELECT {cols} FROM {INTERNAL}.computed_{table}"
-    if table == "pass_scores" or options.is_stored:
+    if table in EVERY_JUDGE or options.is_stored:
         # a later score table: runs whose scores were stored before it existed have theirs computed
         stored = _name(table if table in LATER_SCORES else "run_summary")
         computed = (f"SELECT {cols} FROM {_name(table)} UNION ALL {computed}"
                     f" WHERE run_id NOT IN (SELECT run_id FROM {stored})")
-    if table not in _CI:
+    if table in EVERY_JUDGE and table != "pass_scores":
         return f'CREATE OR REPLACE VIEW "{table}" AS {computed}'
-    shown = ", ".join(f's."{n}"' if n not in ("ci_low", "ci_high") else f"i.{n}" for n, _, _ in view.columns)
-    match = "i.benchmark = s.benchmark" if table == "benchmark_scores" else "i.benchmark IS NULL"
-    return (f'CREATE OR REPLACE VIEW "{table}" AS WITH s AS ({computed}) SELECT {shown} FROM s'
-            f" JOIN runs r ON r.run_id = s.run_id LEFT JOIN run_intervals i ON i.run_id = s.run_id AND {match}"
-            f" AND i.run_updated_at IS NOT DISTINCT FROM r.updated_at")
+    judge = "r.judge_model" if options.selection.judge is None else _literal(options.selection.judge)
+    of_row = "s.judge_model" if table == "pass_scores" else judge
+    lookups = {"judge_model": judge, "primary_judge": f"{of_row} IS NOT DISTINCT FROM r.judge_model",
+               "ci_low": "i.ci_low", "ci_high": "i.ci_high", "ci_method": "i.ci_method"}
+    shown = ", ".join(f'{lookups[n]} AS "{n}"' if n in _SHOWN_LOOKUPS or n not in columns(table) else f's."{n}"'
+                      for n, _, _ in view.columns)
+    joined = f"FROM s JOIN runs r ON r.run_id = s.run_id"
+    if table in _CI:
+        match = "i.benchmark = s.benchmark" if table == "benchmark_scores" else "i.benchmark IS NULL"
+        joined += (f" LEFT JOIN run_intervals i ON i.run_id = s.run_id AND {match}"
+                   f" AND i.run_updated_at IS NOT DISTINCT FROM r.updated_at")
+    return f'CREATE OR REPLACE VIEW "{table}" AS WITH s AS ({computed}) SELECT {shown} {joined}'
 
 
 def _options_table(options: SummaryOptions) -> list[str]:
@@ -167,7 +194,13 @@ def dictionary() -> str:
            "Their settings: each run's primary judge, all its passes, and the `auto` order (the reference order, with",
            "the scores the source file reported, for imported runs; dataset order, recomputed, for collected ones).",
            "`bs.connect` takes other settings: then the toolkit computes those rows when it connects, as it does for",
-           "runs written before scores were stored (no step needed: their next commit stores them).", ""]
+           "runs written before scores were stored (no step needed: their next commit stores them).", "",
+           "Whose scores: every view names the judge its rows are for (`judge_model`) and marks the run's primary",
+           "judge (`primary_judge`). `pass_scores` holds every judge and pass; `sample_scores`, `case_scores`,",
+           "`benchmark_scores`, `reliability_scores` and `run_summary` one judge a run, the primary (so",
+           "`run_summary` stays one row per run, the leaderboard); `benchmark_scores_by_judge` and",
+           "`run_summary_by_judge` every judge with a scored reply, each computed by the toolkit as the primary",
+           "judge's are (no intervals there: `bedside summary --judge J` gives another judge's).", ""]
     for v in DERIVED:
         out += [f"### `{v.name}`", "", v.doc, "", f"One row per {v.grain}.", "",
                 "| column | type | meaning |", "|---|---|---|"]
@@ -177,7 +210,8 @@ def dictionary() -> str:
             "A table, not a view: bootstrap 95% intervals cannot be computed in SQL, so `bedside db` (and",
             "`bs.connect` when a query names `benchmark_scores` or `run_summary`) computes them with",
             "`toolkit.summary` and stores them here, one row per run x benchmark (`benchmark` null: the overall",
-            "macro mean), with the run's `updated_at` and the store version they were computed at. The views",
+            "macro mean), with their method (`ci_method`: the reference runner's percentile bootstrap and its",
+            "resamples), the run's `updated_at` and the store version they were computed at. The views",
             "show an interval only while the run's `updated_at` is unchanged; a run written since shows null",
             "intervals until `bedside db --out FILE` runs again.", "",
             "### `bedside_info`", "",
@@ -188,3 +222,9 @@ def dictionary() -> str:
             "moving the store, or when a refresh was missed (the file was held open for writing) and a vacuum has",
             "since removed files it names, run `bedside db --out FILE` again.", ""]
     return "\n".join(out)
+
+
+def relation_names() -> dict[str, list[str]]:
+    """What a query can name, by kind, from the definitions above (``bedside sql --help`` lists them)."""
+    return {"tables": [t for t in STORED if t not in SCORE_TABLES], "score views": [v.name for v in DERIVED],
+            "and": ["run_intervals"]}
