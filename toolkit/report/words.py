@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from toolkit.analysis.compare import Comparison
 from toolkit.analysis.harms import BOTH
 from toolkit.report.analyses import Analyses
 from toolkit.report.model import interval, missing, num, p_text, pct
@@ -81,17 +82,24 @@ def not_ranked_lines(a: Analyses) -> list[str]:
             f"{interval(r['overall'], r['ci_low'], r['ci_high'])})" for r in frame.iter_rows(named=True)]
 
 
-def summary(a: Analyses) -> list[str]:
-    board = a.cmp.leaderboard.join(a.cmp.ranks.drop("rank"), on="run_id", how="left", maintain_order="left")
-    lines = []
+def verdict(cmp: Comparison) -> list[str]:
+    """The summary's first lines, which `bedside compare` leads with too: what was compared and scored by which
+    judge, and who ranks first (or why no run is ranked)."""
+    board = cmp.leaderboard.join(cmp.ranks.drop("rank"), on="run_id", how="left", maintain_order="left")
     if board.is_empty():  # every run was left unranked (e.g. smoke runs: one case per benchmark)
         return [f"No run is ranked: a ranking needs every benchmark covered with at least 2 cases; "
-                f"{len(not_ranked_lines(a))} run(s) are listed below the (empty) leaderboard with their reasons."]
+                f"{cmp.not_ranked.height} run(s) are listed below the (empty) leaderboard with their reasons."]
     judges = sorted({j for j in board["judge_model"].to_list() if j})
     runs = f"{board.height} runs" if board.height != 1 else "1 run"
-    lines.append(f"{runs} compared on up to {int(board['completed'].max())} cases each, scored by "
-                 f"{', '.join(judges) or 'no judge'}.")
-    lines.append(_first_place(board))
+    return [f"{runs} compared on up to {int(board['completed'].max())} cases each, scored by "
+            f"{', '.join(judges) or 'no judge'}.", _first_place(board)]
+
+
+def summary(a: Analyses) -> list[str]:
+    lines = verdict(a.cmp)
+    if a.cmp.leaderboard.is_empty():
+        return lines
+    board = a.cmp.leaderboard.join(a.cmp.ranks.drop("rank"), on="run_id", how="left", maintain_order="left")
     lines += _separability(a)
     pairs = with_mdd(a.pairs)
     family = holm_families(a)[0]
