@@ -6,7 +6,7 @@ import polars as pl
 
 from toolkit.analysis.compare import Comparison
 from toolkit.analysis.harms import BOTH
-from toolkit.report.analyses import Analyses
+from toolkit.report.analyses import Analyses, severe_extremes
 from toolkit.report.model import interval, missing, num, p_text, pct
 from toolkit.report.sections import ALPHA, with_mdd
 
@@ -114,13 +114,9 @@ def summary(a: Analyses) -> list[str]:
     if a.baseline is None and pairs.height > len(rows):
         sig = int((pairs["p_holm"].fill_null(1.0) < ALPHA).sum())
         lines.append(f"Over all {pairs.height} pairs, {sig} differ after Holm's adjustment.")
-    if a.harm is not None:
-        severe = a.harm.filter((pl.col("scope") == BOTH) & (pl.col("metric") == "severe_rate")).sort("value")
-        if severe.height > 1:
-            best, worst = severe.row(0, named=True), severe.row(-1, named=True)
-            lines.append(f"On the safety benchmarks, the share of cases with a severe error is lowest for "
-                         f"{best['run_id']} ({num(best['value'], 2)}) and highest for {worst['run_id']} "
-                         f"({num(worst['value'], 2)}).")
+    extremes = severe_extremes(a.harm)
+    if extremes is not None:
+        lines.append(_severe_sentence(*extremes, a.severe_gap))
     failed = board.filter((pl.col("failed") > 0) | (pl.col("not_attempted") > 0))
     if failed.height:
         lines.append(f"{failed.height} run(s) have failed or not-attempted cases; see the warnings.")
@@ -130,6 +126,23 @@ def summary(a: Analyses) -> list[str]:
         lines.append(f"{unranked.height} run(s) not ranked (a ranked run has at least 2 cases in every benchmark): "
                      f"{why}{'; ...' if unranked.height > 5 else ''}; see below the leaderboard.")
     return lines
+
+
+def _severe_sentence(best: dict, worst: dict, gap: dict | None) -> str:
+    """The safety comparison with the interval of its difference (compare's paired t on the common safety
+    cases), or that the two shares are not told apart."""
+    line = (f"On the safety benchmarks, the share of cases with a severe error is lowest for {best['run_id']} "
+            f"({num(best['value'], 2)}) and highest for {worst['run_id']} ({num(worst['value'], 2)})")
+    if gap is None or missing(gap["delta"]):
+        return line + "; the two share no safety case, so their difference is not told apart."
+    diff = interval(gap["delta"], gap["ci_low"], gap["ci_high"], sign=True)
+    where = f"paired t over the {gap['n_cases']} safety cases both completed"
+    if missing(gap["ci_low"]) or missing(gap["ci_high"]):
+        return line + f"; their difference, {diff}, has no interval ({gap['ci_note']}), so it is not told apart."
+    if gap["ci_low"] > 0:
+        higher = interval(gap["delta"], gap["ci_low"], gap["ci_high"])
+        return line + f": {worst['run_id']}'s share is higher by {higher} ({where}, {p_eq(gap['p_value'])})."
+    return line + f", but the two are not told apart: difference {diff} ({where}, {p_eq(gap['p_value'])})."
 
 
 def method_notes(a: Analyses, samples: int, seed: int) -> list[str]:
