@@ -115,3 +115,15 @@ def test_the_harm_sentence_carries_the_interval_of_its_difference(plain: Analyse
     line = next(x for x in summary(close) if x.startswith("On the safety benchmarks"))
     assert close.severe_gap["ci_low"] < 0 < close.severe_gap["ci_high"]
     assert "but the two are not told apart: difference +0.222 [" in line
+
+
+def test_report_tables_name_their_interval_and_the_leaderboard_says_which(plain: Analyses) -> None:
+    """Issue 29, item 8: the leaderboard and pairwise headers name their method, and the leaderboard says it is
+    not `bedside summary`'s bootstrap and why the two differ."""
+    from toolkit.report.sections import pairwise_table
+    from toolkit.report.words import interval_line
+
+    assert "overall [95% stratified t]" in leaderboard_table(plain, {}).columns
+    assert "A − B [95% paired stratified t]" in pairwise_table(plain, {}).columns
+    line = interval_line(plain)
+    assert "stratified t" in line and "`bedside summary`" in line and "bootstrap" in line

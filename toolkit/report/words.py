@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from toolkit.analysis.compare import Comparison
+from toolkit.analysis.compare import RUN_INTERVAL, Comparison
 from toolkit.analysis.harms import BOTH
 from toolkit.report.analyses import Analyses, severe_extremes
 from toolkit.report.model import interval, missing, num, p_text, pct
@@ -71,6 +71,15 @@ def _separability(a: Analyses) -> list[str]:
             f"apart (Holm p < {ALPHA}{every}). A run starts a new tie group when it is told apart from the first "
             "run of the group above, so runs in neighbouring groups may not be told apart, and two runs of one "
             "group may be; the pairwise table decides each pair."]
+
+
+def interval_line(a: Analyses) -> str:
+    """Which interval the leaderboard shows, and why `bedside summary` shows another for the same score."""
+    return (f"The leaderboard's intervals are {RUN_INTERVAL} intervals over cases (as `bedside compare` shows them), "
+            "not the reference runner's percentile bootstrap that `bedside summary`, the demo's leaderboard and SQL's "
+            "run_summary show (the reproducibility table has both). The score is the same; the intervals differ "
+            "because they are different estimators: the bootstrap is narrower on average and under-covers with few "
+            "cases per benchmark, where the stratified t stays near 95% (see the method notes).")
 
 
 def not_ranked_lines(a: Analyses) -> list[str]:
