@@ -110,3 +110,23 @@ def test_every_interval_names_its_method(three_runs: Store, capsys, monkeypatch)
                        "pairwise": {"paired stratified t"}, "versus": {"paired stratified t"}}
     board = pl.DataFrame(result["leaderboard"])
     assert board.columns.index("ci_method") == board.columns.index("ci_note") + 1
+
+
+def test_severity_classes_are_named_in_words(three_runs: Store, capsys, monkeypatch) -> None:
+    """Issue 28, item 8: a severity class is printed with its points and meaning, from toolkit.protocol."""
+    from toolkit.protocol import POINTS_TO_CLASS, severity_label
+    from toolkit.report.physicians import class_words
+
+    assert severity_label(9) == "class 9 = +3 points, essential"
+    assert severity_label(1) == "class 1 = -3 points, severely harmful"
+    assert {severity_label(c).split(", ")[0] for c in POINTS_TO_CLASS.values()} == {
+        f"class {c} = {p:+d} point{'' if abs(p) == 1 else 's'}" for p, c in POINTS_TO_CLASS.items()}
+    assert class_words("class 8") == "class 8 = +2 points, important" and class_words("negative") == "negative"
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["items", "--all", "--store", str(three_runs.root), "--section", "by_points", "--wide"]) == 0
+    out = capsys.readouterr().out
+    assert "class 9 = +3 points, essential" in out and "class 7 = +1 point, helpful" in out
+    assert main(["items", "--all", "--store", str(three_runs.root), "--section", "by_points", "--format",
+                 "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["by_points"]
+    assert {r["severity_class"] for r in rows} >= {9, 1}  # the data stay numbers

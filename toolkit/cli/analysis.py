@@ -21,6 +21,7 @@ from toolkit.analysis.harms import BOTH, NOTE as HARM_NOTE
 from toolkit.analysis.pairs import METHOD_NOTE as PAIRED_METHOD_NOTE
 from toolkit.analysis.paired import small_sample_note
 from toolkit.inputs import dumps
+from toolkit.protocol import severity_label
 from toolkit.cli.common import echo_json, emit, note_line, open_store, selected_runs
 from toolkit.cli.options import (RunChoice, allow_mixed_option, check_paired_samples, format_option, judge_options,
                                  prices_option, resample_options, run_options, store_option)
@@ -53,6 +54,8 @@ def _table_view(frame: pl.DataFrame) -> pl.DataFrame:
                                    .otherwise(pl.col(name)).alias(name))
         elif (name.startswith("p_") or name.endswith("_p")) and frame.schema[name] == pl.Float64:
             out = out.with_columns(pl.col(name).map_elements(_p_text, return_dtype=pl.String))
+    if "severity_class" in frame.columns:  # a class in words: "class 9 = +3 points, essential"
+        out = out.with_columns(pl.col("severity_class").map_elements(severity_label, return_dtype=pl.String))
     estimate = next((c for c in ESTIMATES if c in frame.columns), None)
     if estimate is not None and {"ci_low", "ci_high"} <= set(frame.columns):
         note = "ci_note" if "ci_note" in frame.columns else None
