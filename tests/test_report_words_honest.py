@@ -127,3 +127,14 @@ def test_report_tables_name_their_interval_and_the_leaderboard_says_which(plain:
     assert "A − B [95% paired stratified t]" in pairwise_table(plain, {}).columns
     line = interval_line(plain)
     assert "stratified t" in line and "`bedside summary`" in line and "bootstrap" in line
+
+
+def test_the_summary_says_when_a_second_judge_disagrees_beyond_its_interval(plain: Analyses) -> None:
+    """Issue 28, item 8: the demo's noisy judge scores sim/strong lower than sim/judge by more than the interval
+    of the difference allows; the summary says so with that interval (the judges table's Holm family)."""
+    line = next(x for x in summary(plain) if x.startswith("A second judge disagrees"))
+    scores = plain.agreement.scores.filter((pl.col("benchmark") == "overall") & (pl.col("p_holm") < 0.05)
+                                           & (pl.col("rater_a") == "sim/judge#1"))
+    first = scores.row(0, named=True)
+    assert f"{first['run_id']} (sim/judge#1 − {first['rater_b']}: {first['delta']:+.3f} [" in line
+    assert "scored by sim/judge." in summary(plain)[0]

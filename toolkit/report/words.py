@@ -123,6 +123,7 @@ def summary(a: Analyses) -> list[str]:
     if a.baseline is None and pairs.height > len(rows):
         sig = int((pairs["p_holm"].fill_null(1.0) < ALPHA).sum())
         lines.append(f"Over all {pairs.height} pairs, {sig} differ after Holm's adjustment.")
+    lines += _judge_disagreement(a, board)
     extremes = severe_extremes(a.harm)
     if extremes is not None:
         lines.append(_severe_sentence(*extremes, a.severe_gap))
@@ -135,6 +136,27 @@ def summary(a: Analyses) -> list[str]:
         lines.append(f"{unranked.height} run(s) not ranked (a ranked run has at least 2 cases in every benchmark): "
                      f"{why}{'; ...' if unranked.height > 5 else ''}; see below the leaderboard.")
     return lines
+
+
+def _judge_disagreement(a: Analyses, board: pl.DataFrame) -> list[str]:
+    """Where another judge's pass scores a run differently from the judge of the leaderboard beyond the
+    interval of the difference (Holm over the agreement table's family), say so, with the interval."""
+    if a.agreement is None or a.agreement.scores.is_empty():
+        return []
+    primary = set(board["judge_model"].drop_nulls().to_list())
+    judge = pl.col("rater_a").str.replace(r"#\d+$", ""), pl.col("rater_b").str.replace(r"#\d+$", "")
+    rows = a.agreement.scores.filter((pl.col("benchmark") == "overall") & (judge[0] != judge[1])
+                                     & (judge[0].is_in(list(primary)) | judge[1].is_in(list(primary)))
+                                     & (pl.col("p_holm") < ALPHA))
+    if rows.is_empty():
+        return []
+    said = [f"{r['run_id']} ({r['rater_a']} − {r['rater_b']}: "
+            f"{interval(r['delta'], r['ci_low'], r['ci_high'], sign=True)}, Holm {p_eq(r['p_holm'])})"
+            for r in rows.head(3).iter_rows(named=True)]
+    more = f"; {rows.height - 3} more in the Judges section" if rows.height > 3 else ""
+    return [f"A second judge disagrees with the leaderboard's judge beyond the interval of the difference on "
+            f"{rows.height} run-and-pass comparison(s): {'; '.join(said)}{more}. The scores are the judge's, not "
+            "a physician's; see the Judges section."]
 
 
 def _severe_sentence(best: dict, worst: dict, gap: dict | None) -> str:
