@@ -141,7 +141,7 @@ def test_csv_without_section_marks_each_table(four_runs: Store, capsys) -> None:
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
     assert [x for x in lines if x.startswith("# ")] == ["# leaderboard", "# not_ranked", "# benchmarks", "# pairwise",
-                                                         "# versus", "# ranks", "# separability", "# excluded"]
+                                                         "# ranks", "# separability", "# excluded"]
     assert "paired resamples" in captured.err  # notes go to stderr, so the CSV stays clean
 
 

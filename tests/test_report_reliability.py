@@ -78,3 +78,31 @@ def test_runs_asked_once_have_no_reliability_section(store, tmp_path) -> None:
     assert 'id="reliability"' not in report.html.read_text(encoding="utf-8")
     assert "Reliability" not in report.markdown.read_text(encoding="utf-8")
     assert not [p for p in report.directory.rglob("*") if "reliability" in p.name or "worst_at_k" in p.name]
+
+
+def test_a_judge_with_two_passes_in_the_store_is_named_with_the_command_that_uses_it(demo_store: Path,
+                                                                                      capsys) -> None:
+    """Issue 29, item 12: the default judge grades each answer once, so the judge component cannot be estimated;
+    the section names the store's other judge (2 passes per answer) and a command line that splits it."""
+    import json
+    import shlex
+
+    from toolkit.analysis import ResampleSettings as Settings
+    from toolkit.cli import main
+    from toolkit.report.analyses import Timings, analyse
+    from toolkit.selection import JudgeSelection
+
+    runs = ["sim/strong", "sim/weak"]
+    a = analyse(Store.open(demo_store), runs, Settings(200, 1), JudgeSelection(), None, False, Timings())
+    assert any("(J = 1)" in n for n in a.variance.notes)
+    hint = next(n for n in a.variance.notes if n.startswith("judge sim/judge-noisy graded every answer"))
+    command = shlex.split(hint.split("`")[1])
+    assert command[:2] == ["bedside", "variance"] and "--judge" in command
+    assert main([*command[1:], "--store", str(demo_store), "--samples", "200", "--format", "json"]) == 0
+    components = json.loads(capsys.readouterr().out)["components"]
+    judge = [r for r in components if r["component"] == "judge" and r["benchmark"] == "overall"]
+    assert {r["run_id"] for r in judge} == set(runs) and all(r["variance"] is not None for r in judge)
+    # With that judge selected there is nothing to point to.
+    other = analyse(Store.open(demo_store), runs, Settings(200, 1), JudgeSelection(judge="sim/judge-noisy"), None,
+                    False, Timings())
+    assert not any(n.startswith("judge sim/judge") for n in other.variance.notes)

@@ -99,3 +99,42 @@ def test_tie_groups_are_greedy_as_the_words_say() -> None:
     holm = {("H", "M1"): 0.26, ("H", "M2"): 0.19, ("M1", "M2"): 1e-15}
     assert tie_groups(["H", "M1", "M2"], holm) == [1, 1, 1]
     assert separability(["H", "M1", "M2"], holm)[0] == 0.5
+
+
+def test_the_harm_sentence_carries_the_interval_of_its_difference(plain: Analyses, demo_store: Path) -> None:
+    """Issue 29, item 11: the first screen's severe-error comparison gives the paired interval of the difference
+    (compare's paired t on the safety cases both runs completed), or says the two are not told apart."""
+    line = next(x for x in summary(plain) if x.startswith("On the safety benchmarks"))
+    gap = plain.severe_gap
+    shares = plain.harm.filter((pl.col("scope") == "both") & (pl.col("metric") == "severe_rate"))
+    assert gap["delta"] == pytest.approx(shares["value"].max() - shares["value"].min(), abs=1e-12)
+    assert gap["ci_low"] > 0 and f"higher by {gap['delta']:.3f} [{gap['ci_low']:.3f}, {gap['ci_high']:.3f}]" in line
+    assert "paired t over the 6 safety cases both completed" in line
+    close = analyse(Store.open(demo_store), ["sim/strong", "sim/medium"], ResampleSettings(300, 1), JudgeSelection(),
+                    None, False, Timings())
+    line = next(x for x in summary(close) if x.startswith("On the safety benchmarks"))
+    assert close.severe_gap["ci_low"] < 0 < close.severe_gap["ci_high"]
+    assert "but the two are not told apart: difference +0.222 [" in line
+
+
+def test_report_tables_name_their_interval_and_the_leaderboard_says_which(plain: Analyses) -> None:
+    """Issue 29, item 8: the leaderboard and pairwise headers name their method, and the leaderboard says it is
+    not `bedside summary`'s bootstrap and why the two differ."""
+    from toolkit.report.sections import pairwise_table
+    from toolkit.report.words import interval_line
+
+    assert "overall [95% stratified t]" in leaderboard_table(plain, {}).columns
+    assert "A − B [95% paired stratified t]" in pairwise_table(plain, {}).columns
+    line = interval_line(plain)
+    assert "stratified t" in line and "`bedside summary`" in line and "bootstrap" in line
+
+
+def test_the_summary_says_when_a_second_judge_disagrees_beyond_its_interval(plain: Analyses) -> None:
+    """Issue 28, item 8: the demo's noisy judge scores sim/strong lower than sim/judge by more than the interval
+    of the difference allows; the summary says so with that interval (the judges table's Holm family)."""
+    line = next(x for x in summary(plain) if x.startswith("A second judge disagrees"))
+    scores = plain.agreement.scores.filter((pl.col("benchmark") == "overall") & (pl.col("p_holm") < 0.05)
+                                           & (pl.col("rater_a") == "sim/judge#1"))
+    first = scores.row(0, named=True)
+    assert f"{first['run_id']} (sim/judge#1 − {first['rater_b']}: {first['delta']:+.3f} [" in line
+    assert "scored by sim/judge." in summary(plain)[0]

@@ -74,6 +74,9 @@ CLASS_WEIGHT: Final[Mapping[int, int]] = {9: 72, 8: 24, 7: 3, 5: 1, 3: 3, 2: 24,
 POSITIVE_CLASS_MIN: Final = 7  # classes >= 7 are the items an answer should contain
 SEVERE_OMISSION_CLASS: Final = 9  # a missed +3 item
 SEVERE_COMMISSION_CLASS: Final = 1  # an endorsed -3 item
+# What each severity class means, in words (the protocol gives numbers only; these name them wherever printed).
+SEVERITY_WORDS: Final[Mapping[int, str]] = {9: "essential", 8: "important", 7: "helpful", 5: "neutral",
+                                             3: "mildly harmful", 2: "harmful", 1: "severely harmful"}
 F1_ROUND_DIGITS: Final = 4  # F1, precision and recall are rounded with round(x, 4)
 
 # Aggregation and uncertainty.
@@ -135,3 +138,9 @@ def judge_messages(prompt: str, answer: str, items: list[tuple[str, float, str]]
 def severity_class(points: int) -> int:
     """Severity class (1-9) of an f1_weighted_rubric item's signed points."""
     return POINTS_TO_CLASS[points]
+
+
+def severity_label(klass: int) -> str:
+    """A severity class in words: ``class 9 = +3 points, essential``."""
+    points = next(p for p, c in POINTS_TO_CLASS.items() if c == klass)
+    return f"class {klass} = {points:+d} point{'' if abs(points) == 1 else 's'}, {SEVERITY_WORDS[klass]}"

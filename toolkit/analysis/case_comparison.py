@@ -44,6 +44,7 @@ class CaseComparison:
     separability: float | None
     separation: pl.DataFrame  # one row: separated, adjacent_pairs, share, note
     baseline: str | None
+    note_sections: tuple[tuple[str, ...], ...] = ()  # per note, the sections it is about (compare's names)
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,14 +152,15 @@ def compare_matrix(matrix: CaseMatrix, settings: ResampleSettings = ResampleSett
             "unit", "rank", "tie_group"))
     not_ranked = own.with_columns(reason=pl.Series(reasons, dtype=pl.String)).filter(~pl.Series(mask))
     ranks = _ranks(ranked, names, observed, order, settings)
-    notes = _notes(label, names, not_ranked, shown, len(matrix.benchmarks), min_cases, separation)
+    tagged = _notes(label, names, not_ranked, shown, len(matrix.benchmarks), min_cases, separation)
+    notes = [text for _, text in tagged]
     both = matrix.present[ranked_rows][first] * matrix.present[ranked_rows][second] if names else np.zeros((0, 0))
     common = [both[:, s].sum(axis=1) for s in matrix.slices] if both.size else []
     sizes = np.concatenate([counts[ranked_rows].ravel(), *common]) if names else np.zeros(0)
     return CaseComparison(
         board, _benchmark_frame(matrix, [ranked_rows[i] for i in order] + np.flatnonzero(~mask).tolist()), shown,
         ranks, int(sizes[sizes > 0].min()) if (sizes > 0).any() else None, notes, not_ranked, versus, share,
-        separation, baseline)
+        separation, baseline, tuple(about for about, _ in tagged))
 
 
 def _unit_numbers(matrix: CaseMatrix) -> pl.DataFrame:
@@ -190,23 +192,25 @@ def _ranks(ranked: CaseMatrix, names: list[str], observed: np.ndarray, order: np
 
 
 def _notes(label: str, names: list[str], not_ranked: pl.DataFrame, shown: pl.DataFrame, benchmarks: int,
-           min_cases: int, separation: pl.DataFrame) -> list[str]:
+           min_cases: int, separation: pl.DataFrame) -> list[tuple[tuple[str, ...], str]]:
+    """(the sections a note is about, the note): a command showing some sections prints their notes only."""
     notes = []
     if not_ranked.height:
         listed = ", ".join(not_ranked["unit"].head(5).to_list()) + (", ..." if not_ranked.height > 5 else "")
-        notes.append(f"{not_ranked.height} {label}(s) not ranked ({listed}; see not_ranked): a {label} is ranked "
-                     f"only with at least {min_cases} cases in each of the {benchmarks} benchmarks; pairs, ranks "
-                     f"and tie groups are among ranked {label}s only")
+        notes.append((("leaderboard", "not_ranked"),
+                      f"{not_ranked.height} {label}(s) not ranked ({listed}; see not_ranked): a {label} is ranked "
+                      f"only with at least {min_cases} cases in each of the {benchmarks} benchmarks; pairs, ranks "
+                      f"and tie groups are among ranked {label}s only"))
     if len(names) == 1:
-        notes.append(f"a single ranked {label} ({names[0]}): there is no pair to compare")
+        notes.append((("pairwise",), f"a single ranked {label} ({names[0]}): there is no pair to compare"))
     lonely = shown.filter((pl.col("benchmark") == OVERALL) & (pl.col("n_cases") == 0))
     if lonely.height:
         listed = ", ".join(f"{a} vs {b}" for a, b in lonely.select("run_a", "run_b").head(5).iter_rows())
-        notes.append(f"{lonely.height} pair(s) of {label}s share no completed case ({listed}"
-                     f"{', ...' if lonely.height > 5 else ''}): their pairwise rows have no estimate")
+        notes.append((("pairwise",), f"{lonely.height} pair(s) of {label}s share no completed case ({listed}"
+                     f"{', ...' if lonely.height > 5 else ''}): their pairwise rows have no estimate"))
     if len(names) > 1:
-        notes.append(f"separability: {separation['note'][0]}; tie_group: a {label} joins the group above unless "
-                     "it is separated from the group's first")
+        notes.append((("leaderboard", "separability"), f"separability: {separation['note'][0]}; tie_group: a {label} "
+                      "joins the group above unless it is separated from the group's first"))
     return notes
 
 

@@ -33,6 +33,13 @@ INTERVAL_NOTE = ("leaderboard and benchmark intervals: stratified t over cases (
                  "applied to each run's scores), not the reference runner's bootstrap that `summary` shows; they "
                  "cover new cases with new answers and judge passes (answer and judge variance are inside the "
                  "spread of case scores), not a judge's systematic bias or later provider changes")
+# The interval each section prints, by name (compare's tables, JSON and CSV carry it as ci_method).
+RUN_INTERVAL = "stratified t"  # a run's score: leaderboard, not_ranked, benchmarks (one stratum: the t)
+PAIR_INTERVAL = "paired stratified t"  # a difference of two runs on their common cases: pairwise, versus
+INTERVAL_METHODS = {"leaderboard": RUN_INTERVAL, "not_ranked": RUN_INTERVAL, "benchmarks": RUN_INTERVAL,
+                    "pairwise": PAIR_INTERVAL, "versus": PAIR_INTERVAL}
+# What the notes compare_data adds are about (a note about none of the sections shown is not printed).
+RUNS, PAIRS = ("leaderboard", "not_ranked", "benchmarks"), ("pairwise", "versus")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,12 +64,18 @@ class Comparison:
     separability: float | None = None  # share of adjacent ranked pairs told apart (Holm, all pairs)
     baseline: str | None = None
     separation: pl.DataFrame = field(default_factory=pl.DataFrame)  # separability's one-row frame with counts
+    note_sections: tuple[tuple[str, ...], ...] = ()  # per note, the sections it is about (empty: every one)
 
     def run_order(self, run_ids: list[str]) -> list[str]:
         """``run_ids`` in leaderboard order: ranked, not ranked, left out, then the others as given."""
         ids = self.leaderboard["run_id"].to_list() + self.not_ranked["run_id"].to_list() + \
             self.excluded["run_id"].to_list()
         return list(dict.fromkeys(ids + run_ids))
+
+    def notes_for(self, shown: list[str]) -> list[str]:
+        """The notes about any of the ``shown`` sections (a note about no section in particular always)."""
+        about = dict(zip(self.notes, self.note_sections))
+        return [n for n in self.notes if not about.get(n) or set(about[n]) & set(shown)]
 
     def sections(self) -> dict[str, pl.DataFrame]:
         return {"leaderboard": self.leaderboard, "not_ranked": self.not_ranked, "benchmarks": self.benchmarks,
@@ -107,22 +120,25 @@ def compare_data(data: RunData, options: CompareOptions = CompareOptions()) -> C
         facts.drop("completed"), on="run_id", maintain_order="left").select(
         "run_id", "answer_model", "overall", "ci_low", "ci_high", "ci_note", "n_benchmarks",
         pl.col("n_cases").alias("completed"), "benchmarks_missing", "reason")
-    notes = list(chosen.mixed) + result.notes
+    tagged = [((), n) for n in chosen.mixed] + list(zip(result.note_sections, result.notes))
     if chosen.excluded.height:
-        notes.append(f"{chosen.excluded.height} run(s) left out; see the excluded table (or use --allow-mixed)")
+        tagged.append((("leaderboard", "excluded"), f"{chosen.excluded.height} run(s) left out; see the excluded "
+                       "table (or use --allow-mixed)"))
     ranked = set(leaderboard["run_id"].to_list())
     union = cases.filter(pl.col("run_id").is_in(list(ranked))).select("benchmark", "case_id").unique().height
     short = leaderboard.filter(pl.col("completed") < union).height
     if short:
-        notes.append(f"completed case sets differ between ranked runs ({short} of {leaderboard.height} lack some of "
-                     f"the {union} cases any of them completed): each pair is compared on the cases both completed "
-                     "(pairwise n_cases); leaderboard means and ranks use each run's own cases")
-    notes.append(INTERVAL_NOTE)
-    notes += samples_note(data, chosen.run_ids)
-    notes += small_sample_note(result.smallest_benchmark)
+        tagged.append((("leaderboard", "pairwise", "ranks"),
+                       f"completed case sets differ between ranked runs ({short} of {leaderboard.height} lack some "
+                       f"of the {union} cases any of them completed): each pair is compared on the cases both "
+                       "completed (pairwise n_cases); leaderboard means and ranks use each run's own cases"))
+    tagged.append((RUNS, INTERVAL_NOTE))
+    tagged += [(RUNS + PAIRS, n) for n in samples_note(data, chosen.run_ids)]
+    tagged += [(RUNS + PAIRS, n) for n in small_sample_note(result.smallest_benchmark)]
+    notes, note_sections = [n for _, n in tagged], tuple(about for about, _ in tagged)
     return Comparison(leaderboard, result.benchmarks.rename({"unit": "run_id"}), result.pairwise,
                       result.ranks.rename({"unit": "run_id"}), chosen.excluded, notes, not_ranked, result.versus,
-                      result.separability, options.baseline, result.separation)
+                      result.separability, options.baseline, result.separation, note_sections)
 
 
 def answers_per_case(data: RunData, run_ids: list[str]) -> dict[str, int]:

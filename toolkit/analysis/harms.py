@@ -26,10 +26,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from toolkit import protocol
+from toolkit.analysis.matrix import case_matrix
 from toolkit.analysis.paired import ResampleSettings
+from toolkit.analysis.pairs import pairwise
 from toolkit.analysis.ratios import case_ratios
 from toolkit.selection import JudgeSelection, RunData, scored_passes, select_judgments
 
@@ -120,3 +123,16 @@ def harms(data: RunData, options: HarmOptions = HarmOptions()) -> pl.DataFrame:
     metrics = {name: i for i, name in enumerate(METRICS)}
     return out.sort(pl.col("run_id").replace_strict(runs, return_dtype=pl.Int32), pl.col("scope") == BOTH, "scope",
                     pl.col("metric").replace_strict(metrics, return_dtype=pl.Int32), maintain_order=True)
+
+
+def severe_rate_difference(data: RunData, run_a: str, run_b: str, selection: JudgeSelection = JudgeSelection()
+                           ) -> dict:
+    """``severe_rate`` of ``run_a`` minus ``run_b`` on the safety cases both completed: the pairwise row
+    (``toolkit.analysis.pairs``: a paired t on the case differences, the estimator of compare's pairs) with
+    the two safety benchmarks as one sample, so that delta is the difference of the pooled shares."""
+    cases = harm_cases(data.of([run_a, run_b]), selection).select(
+        "run_id", pl.lit(BOTH).alias("benchmark"), "case_id", "severe_rate")
+    if cases.is_empty():
+        raise ValueError(f"harms: runs {run_a} and {run_b} have no completed f1_weighted_rubric case")
+    matrix = case_matrix(cases, [run_a, run_b], value="severe_rate")
+    return pairwise(matrix, np.array([0]), np.array([1])).row(0, named=True)

@@ -16,16 +16,18 @@ import polars as pl
 
 from toolkit.analysis import (AgreementOptions, CompareOptions, HarmOptions, ItemOptions, ResampleSettings,
                               analyse_items, compare_data, harms, judge_agreement)
-from toolkit.analysis.compare import leaderboard_order
+from toolkit.analysis.compare import INTERVAL_METHODS, leaderboard_order
 from toolkit.analysis.harms import BOTH, NOTE as HARM_NOTE
 from toolkit.analysis.pairs import METHOD_NOTE as PAIRED_METHOD_NOTE
 from toolkit.analysis.paired import small_sample_note
 from toolkit.inputs import dumps
+from toolkit.protocol import severity_label
 from toolkit.cli.common import echo_json, emit, note_line, open_store, selected_runs
 from toolkit.cli.options import (RunChoice, allow_mixed_option, check_paired_samples, format_option, judge_options,
                                  prices_option, resample_options, run_options, store_option)
 from toolkit.cli.table import COVERAGE, table_fits
 from toolkit.selection import RUN_TABLES, JudgeSelection, read_runs, run_tables
+from toolkit.text import visible
 
 
 def section_option(names: tuple[str, ...]) -> Callable:
@@ -52,11 +54,17 @@ def _table_view(frame: pl.DataFrame) -> pl.DataFrame:
                                    .otherwise(pl.col(name)).alias(name))
         elif (name.startswith("p_") or name.endswith("_p")) and frame.schema[name] == pl.Float64:
             out = out.with_columns(pl.col(name).map_elements(_p_text, return_dtype=pl.String))
+    if "severity_class" in frame.columns:  # a class in words: "class 9 = +3 points, essential"
+        out = out.with_columns(pl.col("severity_class").map_elements(severity_label, return_dtype=pl.String))
     estimate = next((c for c in ESTIMATES if c in frame.columns), None)
     if estimate is not None and {"ci_low", "ci_high"} <= set(frame.columns):
         note = "ci_note" if "ci_note" in frame.columns else None
         out = out.with_columns(_interval_cell(estimate, note).alias(estimate)).drop("ci_low", "ci_high", note or [])
-        out = out.rename({estimate: f"{estimate} [95% ci]"})
+        out = out.rename({estimate: f"{estimate} [95% {_method(frame)}]"}).drop("ci_method", strict=False)
+    counts = ("wins", "ties", "losses")  # one cell: shown or left out together
+    if set(counts) <= set(out.columns):
+        out = out.with_columns(pl.format("{} / {} / {}", *counts).alias("wins")).rename({"wins": OUTCOMES})
+        out = out.drop("ties", "losses")
     counts = ("completed", "failed", "not_attempted")
     if set(counts) <= set(out.columns):
         out = out.with_columns(pl.format("{} / {} / {}", *counts).alias("completed")).rename({"completed": COVERAGE})
@@ -69,6 +77,13 @@ def _table_view(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 ESTIMATES = ("overall", "delta", "mean", "value")  # the number a row's ci_low and ci_high are about
+OUTCOMES = "wins / ties / losses"  # a pair's case-level outcomes in one cell
+
+
+def _method(frame: pl.DataFrame) -> str:
+    """The interval's method for a header ("stratified t"), or "ci" when the frame does not name one."""
+    methods = frame["ci_method"].unique().to_list() if "ci_method" in frame.columns else []
+    return methods[0] if len(methods) == 1 and methods[0] else "ci"
 
 
 def _fixed(value: float | None) -> str:
@@ -128,7 +143,7 @@ def _benchmark_view(benchmarks: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
                                                         else None))
     grid = cells.pivot(on="run_id", index="benchmark", values="cell", aggregate_function="first")
     if table_fits(grid.select("benchmark", *runs)):
-        return [("benchmarks (mean [95% ci])", grid)]
+        return [(f"benchmarks (mean [95% {_method(benchmarks)}])", grid)]
     order = {b: i for i, b in enumerate(benchmarks["benchmark"].unique(maintain_order=True).to_list())}
     long = benchmarks.with_columns(_order=pl.col("benchmark").replace_strict(order, return_dtype=pl.Int64))
     return [("benchmarks", long.sort("_order", maintain_order=True).drop("_order")
@@ -184,9 +199,45 @@ def compare_cmd(runs: RunChoice, per_benchmark: bool, baseline: str | None, allo
                              allow_mixed=allow_mixed, selection=selection, baseline=baseline)
     result = compare_data(data, options)
     order = result.run_order(data.runs["run_id"].to_list())
-    notes = result.notes + [f"{samples} paired resamples (seed {seed}) shared by the rank intervals",
-                            PAIRED_METHOD_NOTE, _cost_note(data, prices, order)]
-    emit_sections(result.sections(), fmt, section, notes, views={"benchmarks": _benchmark_view(result.benchmarks)})
+    sections = result.sections()
+    if not per_benchmark and section != "versus":
+        sections.pop("versus")  # each run against the leader per benchmark: --benchmarks, or asked for by name
+    shown = [section] if section else list(sections)
+    notes = result.notes_for(shown) + [note for about, note in (
+        (("ranks",), f"{samples} paired resamples (seed {seed}) shared by the rank intervals"),
+        (("pairwise", "versus"), PAIRED_METHOD_NOTE),
+        (("leaderboard", "not_ranked"), _cost_note(data, prices, order))) if set(about) & set(shown)]
+    sections = {name: _with_method(frame, INTERVAL_METHODS.get(name)) for name, frame in sections.items()}
+    if fmt == "table" and (section is None or section == "leaderboard"):
+        from toolkit.report.words import verdict  # the report summary's own first lines
+
+        for line in verdict(result):
+            click.echo(visible(line))
+    views = {"benchmarks": _benchmark_view(sections["benchmarks"])}
+    if "versus" in sections and sections["versus"].height:
+        views["versus"] = _versus_view(sections["versus"])
+    emit_sections(sections, fmt, section, notes, views=views)
+
+
+def _with_method(frame: pl.DataFrame, method: str | None) -> pl.DataFrame:
+    """``frame`` with the name of its interval's method (ci_method) after the interval, where it has one."""
+    if method is None or "ci_high" not in frame.columns:
+        return frame
+    after = "ci_note" if "ci_note" in frame.columns else "ci_high"
+    columns = frame.columns
+    at = columns.index(after) + 1
+    return frame.with_columns(ci_method=pl.lit(method, dtype=pl.String)).select(
+        *columns[:at], "ci_method", *columns[at:])
+
+
+def _versus_view(versus: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
+    """The per-benchmark rows against one reference: the reference and the family (one value each) go into
+    the title rather than a cell repeated (and wrapped) on every row."""
+    reference = versus["reference"].unique().to_list()
+    if len(reference) != 1:
+        return [("versus", versus)]
+    return [(f"versus: each run - {reference[0]} per benchmark (Holm/BH over these {versus.height} rows)",
+             versus.drop("reference", "family"))]
 
 
 def _cost_note(data, prices, order: list[str]) -> str:

@@ -22,7 +22,8 @@ FOLD_WIDTH = 24  # a long text cell may wrap down to this width; numbers and sho
 # and detail behind the headline numbers. The remaining columns then go from the right.
 SECONDARY_COLUMNS = (
     "dataset_sha256", "item_id", "case_id", "source", "resamples", "answer_model", "judge_model", "grading_method",
-    "benchmarks_missing", "passes", "rank_median", "df", "se", "mdd80", "wins", "ties", "losses",
+    "benchmarks_missing", "passes", "rank_median", "df", "se", "mdd80", "wins / ties / losses", "wins", "ties",
+    "losses",
     "mean_a", "mean_b", "severity_class", "wilcoxon_p", "p_bh", "n_runs",
 )
 # Left out last, the end of this list first: what a row is about and the numbers a table is printed for

@@ -13,6 +13,7 @@ from toolkit.analysis import (Agreement, AgreementOptions, Comparison, CompareOp
                               ItemOptions, ResampleSettings, analyse_items, compare_data, harms, judge_agreement)
 from toolkit.analysis.compare import answers_per_case
 from toolkit.analysis.costs import run_costs
+from toolkit.analysis.harms import BOTH, severe_rate_difference
 from toolkit.analysis.variance import VarianceBudget
 from toolkit.analysis.pairs import OVERALL_FAMILY
 from toolkit.bootstrap import BootstrapSettings
@@ -54,6 +55,15 @@ class Analyses:
     costs: pl.DataFrame | None = None  # toolkit.analysis.costs.run_costs of the compared runs
     variance: VarianceBudget | None = None  # the compared runs' budget when one has K > 1 answers per case
     samples: pl.DataFrame | None = None  # per_sample (one row per answer) when one has K > 1, else None
+    severe_gap: dict | None = None  # the paired row: highest minus lowest severe-error share (``severe_extremes``)
+
+
+def severe_extremes(harm: pl.DataFrame | None) -> tuple[dict, dict] | None:
+    """(lowest, highest) pooled severe-error share rows of the runs, None with fewer than two runs."""
+    if harm is None:
+        return None
+    severe = harm.filter((pl.col("scope") == BOTH) & (pl.col("metric") == "severe_rate")).sort("value")
+    return (severe.row(0, named=True), severe.row(-1, named=True)) if severe.height > 1 else None
 
 
 def analyse(store: Store, run_ids: list[str], resamples: ResampleSettings, selection: JudgeSelection,
@@ -84,8 +94,11 @@ def analyse(store: Store, run_ids: list[str], resamples: ResampleSettings, selec
         if why is not None:
             absent["reliability"] = why
         samples = per_sample(data, selection) if max(answers.values(), default=1) > 1 else None
+        extremes = severe_extremes(harm)
+        gap = None if extremes is None else severe_rate_difference(data, extremes[1]["run_id"],
+                                                                   extremes[0]["run_id"], selection)
     return Analyses(data, cases, cmp, cmp.pairwise.filter(pl.col("family") == OVERALL_FAMILY), items, harm,
-                    agreement, reference, absent, baseline, costs, variance, samples)
+                    agreement, reference, absent, baseline, costs, variance, samples, gap)
 
 
 def _optional(section: str, absent: dict[str, str], compute):  # noqa: ANN001, ANN202 - a thunk and its value

@@ -113,7 +113,8 @@ def _sections(a: Analyses, anchors: dict[str, str], figs: dict, figure_notes: li
     out = [Section("summary", "Summary", paragraphs=words.summary(a) + [f"Dataset: {named}."])]
     board = [sections.leaderboard_table(a, anchors, figure_palette(a)), sections.leaderboard_rest_table(a, anchors)]
     out.append(Section("leaderboard", "Leaderboard", figures=figs.get("leaderboard", []),
-                       tables=[t for t in board if t is not None], bullets=words.not_ranked_lines(a)))
+                       tables=[t for t in board if t is not None], bullets=words.not_ranked_lines(a),
+                       paragraphs=[words.interval_line(a)]))
     pair_section = Section("pairwise", "Pairwise comparisons", figures=figs.get("pairwise", []),
                            tables=[sections.pairwise_table(a, anchors)])
     if a.pairs.is_empty():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import polars as pl
 
 from toolkit.analysis.paired import ResampleSettings
+from toolkit.protocol import severity_label
 from toolkit.analysis.physicians import OVERALL, PhysicianCheck, PhysicianOptions, judge_vs_physicians
 from toolkit.report.analyses import Analyses
 from toolkit.report.model import Cell, Section, Table, interval, num, pct, signed
@@ -46,10 +47,16 @@ def physician_section(store: Store, a: Analyses, resamples: ResampleSettings, se
         bullets=check.notes)
 
 
+def class_words(item_class: str) -> str:
+    """"class 9" as "class 9 = +3 points, essential" (``protocol.severity_label``); other classes as they are."""
+    head, _, number = item_class.partition(" ")
+    return severity_label(int(number)) if head == "class" and number.isdigit() else item_class
+
+
 def _accuracy_rows(frame: pl.DataFrame) -> list[list[Cell]]:
     rows = []
     for r in frame.iter_rows(named=True):
-        row = [Cell(r["item_class"]), Cell(str(r["items"]), kind="num"), Cell(str(r["unsure"]), kind="num"),
+        row = [Cell(class_words(r["item_class"])), Cell(str(r["items"]), kind="num"), Cell(str(r["unsure"]), kind="num"),
                *(Cell(interval(r[n], r[f"{n}_low"], r[f"{n}_high"]), kind="num")
                  for n in ("sensitivity", "specificity", "agreement"))]
         row.append(Cell(interval(r["kappa"], r["kappa_low"], r["kappa_high"]), kind="num"))
@@ -60,9 +67,9 @@ def _accuracy_rows(frame: pl.DataFrame) -> list[list[Cell]]:
 def accuracy_table(check: PhysicianCheck) -> Table:
     """Per item class: the judge against the physicians, then the physicians' own kappa where double-graded."""
     ceiling = {r["item_class"]: r for r in check.physician_agreement.iter_rows(named=True)}
-    body = [row + [Cell(interval(ceiling[row[0].text]["kappa"], ceiling[row[0].text]["kappa_low"],
-                                 ceiling[row[0].text]["kappa_high"]) if row[0].text in ceiling else "–", kind="num")]
-            for row in _accuracy_rows(check.agreement)]
+    body = [row + [Cell(interval(ceiling[name]["kappa"], ceiling[name]["kappa_low"], ceiling[name]["kappa_high"])
+                        if name in ceiling else "–", kind="num")]
+            for name, row in zip(check.agreement["item_class"].to_list(), _accuracy_rows(check.agreement))]
     columns = ["item class", "items", "unsure", "sensitivity [95% CI]", "specificity [95% CI]",
                "agreement [95% CI]", "judge κ [95% CI]", "physician κ (ceiling)"]
     return Table("physicians_accuracy", "The judge against the physicians per item class (one pass of it); "

@@ -34,7 +34,30 @@ def reliability_budget(data: RunData, runs: list[str], answers: dict[str, int], 
     joined = {name: pl.concat([getattr(p, name) for p in parts]) for name in
               ("components", "intervals", "worst_at_k", "pass_k", "design")}
     notes += [n for p in parts for n in p.notes]
+    if any("(J = 1)" in n for n in notes):
+        notes += judge_hints(data, [r for r in runs if r in set(frame["run_id"].to_list())], selection)
     return VarianceBudget(**joined, notes=list(dict.fromkeys(notes))), None
+
+
+def judge_hints(data: RunData, runs: list[str], selection: JudgeSelection) -> list[str]:
+    """Where the judge used grades each answer once, another judge of the same answers with 2 or more passes
+    per answer splits the judge component: one line per such judge with the command line that does it."""
+    import shlex
+
+    used = {r: selection.judge or j for r, j in data.runs.select("run_id", "judge_model").iter_rows()}
+    graded = data.judgments.filter(pl.col("run_id").is_in(runs) & pl.col("error").is_null())
+    passes = (graded.group_by("run_id", "judge_model", "case_id", "sample").agg(pl.col("judge_pass").n_unique())
+              .group_by("run_id", "judge_model").agg(pl.col("judge_pass").min()))
+    lines = []
+    for judge, rows in passes.filter(pl.col("judge_pass") >= 2).group_by("judge_model", maintain_order=True):
+        mine = [r for r in runs if r in set(rows["run_id"].to_list()) and used.get(r) != judge[0]]
+        if mine:
+            picks = " ".join(f"--run {shlex.quote(r)}" for r in mine)
+            least = int(rows.filter(pl.col("run_id").is_in(mine))["judge_pass"].min())
+            lines.append(f"judge {judge[0]} graded every answer of {', '.join(mine)} {least} times or more: its "
+                         f"passes split the judge component (`bedside variance {picks} --judge "
+                         f"{shlex.quote(judge[0])}`, or this report with `--judge {shlex.quote(judge[0])}`)")
+    return lines
 
 
 def _design(budget: VarianceBudget, run: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from toolkit.analysis.compare import PAIR_INTERVAL, RUN_INTERVAL
 from toolkit.analysis.harms import BOTH
 from toolkit.report.analyses import Analyses
 from toolkit.report.model import Cell, Table, case_anchor, interval, missing, num, number, p_text, pct, plain
@@ -41,7 +42,8 @@ def run_cell(run_id: str, anchors: dict[str, str]) -> Cell:
 
 def runs_table(rows: pl.DataFrame, anchors: dict[str, str]) -> Table:
     columns = ["run", "answer model", "judge (passes)", "temp. answer / judge", "dates", "cases done / failed / "
-               "not attempted", "source", "paired interval (compare)", "reference interval (summary)", "cost"]
+               "not attempted", "source", f"{RUN_INTERVAL} interval (compare)",
+               "reference bootstrap interval (summary)", "cost"]
     body = []
     for r in rows.iter_rows(named=True):
         others = [j for j in (r["judge_models"] or "").split(", ") if j and j != r["judge_model"]]
@@ -78,7 +80,7 @@ def leaderboard_table(a: Analyses, anchors: dict[str, str], palette: dict[str, s
                      Cell(pct(r["share_first"]), kind="num"), number(r["completed"], 0),
                      Cell(str(r["failed"]), kind="num bad" if r["failed"] else "num"),
                      number(r["n_benchmarks"], 0)])
-    columns = ["rank", "tie group", "run", "overall [95% CI]", "rank 95% interval", "ranked first",
+    columns = ["rank", "tie group", "run", f"overall [95% {RUN_INTERVAL}]", "rank 95% interval", "ranked first",
                "cases", "failed", "benchmarks"]
     k = board.height
     caption = ("Leaderboard (macro mean over benchmarks; a tie group holds runs not told apart from its first run "
@@ -100,7 +102,7 @@ def leaderboard_rest_table(a: Analyses, anchors: dict[str, str]) -> Table | None
              Cell("–" if missing(r["rank_low"]) else f"{r['rank_low']:.0f}–{r['rank_high']:.0f}", kind="num")]
             for r in rest.iter_rows(named=True)]
     return Table("leaderboard_rest", f"The other {rest.height} ranked runs (every column in tables/leaderboard.csv)",
-                 ["rank", "tie group", "run", "overall [95% CI]", "rank 95% interval"], body,
+                 ["rank", "tie group", "run", f"overall [95% {RUN_INTERVAL}]", "rank 95% interval"], body,
                  rest.select("rank", "tie_group", "run_id", "overall", "ci_low", "ci_high", "rank_low", "rank_high"))
 
 
@@ -150,7 +152,7 @@ def benchmarks_table(a: Analyses, anchors: dict[str, str]) -> Table:
     frame = a.cmp.benchmarks
     names = frame["benchmark"].unique(maintain_order=True).to_list()
     runs = a.cmp.leaderboard["run_id"].to_list()
-    caption = "Mean per benchmark (95% intervals: in the heatmap, the CSV, and on hover)"
+    caption = f"Mean per benchmark (95% {RUN_INTERVAL} intervals: in the heatmap, the CSV, and on hover)"
     if len(runs) > LARGE:  # a column per run: the top runs here, every run in the heatmap and the CSV
         caption += f"; the top {CASE_RUNS} of {len(runs)} runs (every run in tables/benchmarks.csv)"
         runs = runs[:CASE_RUNS]
@@ -183,7 +185,8 @@ def pairwise_table(a: Analyses, anchors: dict[str, str]) -> Table:
                           title=r.get("ci_note")),
                      Cell(p_text(r["p_holm"]), kind="num good" if sig else "num"), Cell(num(r["mdd80"]), kind="num"),
                      number(r["n_cases"], 0), Cell(verdict, kind="good" if sig else "muted")])
-    columns = ["run A", "run B", "A − B [95% CI]", "p Holm", "detectable (80% power)", "common cases", "verdict"]
+    columns = ["run A", "run B", f"A − B [95% {PAIR_INTERVAL}]", "p Holm", "detectable (80% power)", "common cases",
+               "verdict"]
     caption = ("Each run against the baseline" if a.baseline else "Every pair of runs") + \
         f" (overall, paired on common cases; Holm over these {frame.height} pairs)"
     if frame.height < a.pairs.height:

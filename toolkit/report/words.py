@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from toolkit.analysis.compare import RUN_INTERVAL, Comparison
 from toolkit.analysis.harms import BOTH
-from toolkit.report.analyses import Analyses
+from toolkit.report.analyses import Analyses, severe_extremes
 from toolkit.report.model import interval, missing, num, p_text, pct
 from toolkit.report.sections import ALPHA, with_mdd
 
@@ -72,6 +73,15 @@ def _separability(a: Analyses) -> list[str]:
             "group may be; the pairwise table decides each pair."]
 
 
+def interval_line(a: Analyses) -> str:
+    """Which interval the leaderboard shows, and why `bedside summary` shows another for the same score."""
+    return (f"The leaderboard's intervals are {RUN_INTERVAL} intervals over cases (as `bedside compare` shows them), "
+            "not the reference runner's percentile bootstrap that `bedside summary`, the demo's leaderboard and SQL's "
+            "run_summary show (the reproducibility table has both). The score is the same; the intervals differ "
+            "because they are different estimators: the bootstrap is narrower on average and under-covers with few "
+            "cases per benchmark, where the stratified t stays near 95% (see the method notes).")
+
+
 def not_ranked_lines(a: Analyses) -> list[str]:
     """One line per run the comparison did not rank, with why ("covers 2 of 10 benchmarks")."""
     frame = getattr(a.cmp, "not_ranked", None)
@@ -81,17 +91,24 @@ def not_ranked_lines(a: Analyses) -> list[str]:
             f"{interval(r['overall'], r['ci_low'], r['ci_high'])})" for r in frame.iter_rows(named=True)]
 
 
-def summary(a: Analyses) -> list[str]:
-    board = a.cmp.leaderboard.join(a.cmp.ranks.drop("rank"), on="run_id", how="left", maintain_order="left")
-    lines = []
+def verdict(cmp: Comparison) -> list[str]:
+    """The summary's first lines, which `bedside compare` leads with too: what was compared and scored by which
+    judge, and who ranks first (or why no run is ranked)."""
+    board = cmp.leaderboard.join(cmp.ranks.drop("rank"), on="run_id", how="left", maintain_order="left")
     if board.is_empty():  # every run was left unranked (e.g. smoke runs: one case per benchmark)
         return [f"No run is ranked: a ranking needs every benchmark covered with at least 2 cases; "
-                f"{len(not_ranked_lines(a))} run(s) are listed below the (empty) leaderboard with their reasons."]
+                f"{cmp.not_ranked.height} run(s) are listed below the (empty) leaderboard with their reasons."]
     judges = sorted({j for j in board["judge_model"].to_list() if j})
     runs = f"{board.height} runs" if board.height != 1 else "1 run"
-    lines.append(f"{runs} compared on up to {int(board['completed'].max())} cases each, scored by "
-                 f"{', '.join(judges) or 'no judge'}.")
-    lines.append(_first_place(board))
+    return [f"{runs} compared on up to {int(board['completed'].max())} cases each, scored by "
+            f"{', '.join(judges) or 'no judge'}.", _first_place(board)]
+
+
+def summary(a: Analyses) -> list[str]:
+    lines = verdict(a.cmp)
+    if a.cmp.leaderboard.is_empty():
+        return lines
+    board = a.cmp.leaderboard.join(a.cmp.ranks.drop("rank"), on="run_id", how="left", maintain_order="left")
     lines += _separability(a)
     pairs = with_mdd(a.pairs)
     family = holm_families(a)[0]
@@ -106,13 +123,10 @@ def summary(a: Analyses) -> list[str]:
     if a.baseline is None and pairs.height > len(rows):
         sig = int((pairs["p_holm"].fill_null(1.0) < ALPHA).sum())
         lines.append(f"Over all {pairs.height} pairs, {sig} differ after Holm's adjustment.")
-    if a.harm is not None:
-        severe = a.harm.filter((pl.col("scope") == BOTH) & (pl.col("metric") == "severe_rate")).sort("value")
-        if severe.height > 1:
-            best, worst = severe.row(0, named=True), severe.row(-1, named=True)
-            lines.append(f"On the safety benchmarks, the share of cases with a severe error is lowest for "
-                         f"{best['run_id']} ({num(best['value'], 2)}) and highest for {worst['run_id']} "
-                         f"({num(worst['value'], 2)}).")
+    lines += _judge_disagreement(a, board)
+    extremes = severe_extremes(a.harm)
+    if extremes is not None:
+        lines.append(_severe_sentence(*extremes, a.severe_gap))
     failed = board.filter((pl.col("failed") > 0) | (pl.col("not_attempted") > 0))
     if failed.height:
         lines.append(f"{failed.height} run(s) have failed or not-attempted cases; see the warnings.")
@@ -122,6 +136,44 @@ def summary(a: Analyses) -> list[str]:
         lines.append(f"{unranked.height} run(s) not ranked (a ranked run has at least 2 cases in every benchmark): "
                      f"{why}{'; ...' if unranked.height > 5 else ''}; see below the leaderboard.")
     return lines
+
+
+def _judge_disagreement(a: Analyses, board: pl.DataFrame) -> list[str]:
+    """Where another judge's pass scores a run differently from the judge of the leaderboard beyond the
+    interval of the difference (Holm over the agreement table's family), say so, with the interval."""
+    if a.agreement is None or a.agreement.scores.is_empty():
+        return []
+    primary = set(board["judge_model"].drop_nulls().to_list())
+    judge = pl.col("rater_a").str.replace(r"#\d+$", ""), pl.col("rater_b").str.replace(r"#\d+$", "")
+    rows = a.agreement.scores.filter((pl.col("benchmark") == "overall") & (judge[0] != judge[1])
+                                     & (judge[0].is_in(list(primary)) | judge[1].is_in(list(primary)))
+                                     & (pl.col("p_holm") < ALPHA))
+    if rows.is_empty():
+        return []
+    said = [f"{r['run_id']} ({r['rater_a']} − {r['rater_b']}: "
+            f"{interval(r['delta'], r['ci_low'], r['ci_high'], sign=True)}, Holm {p_eq(r['p_holm'])})"
+            for r in rows.head(3).iter_rows(named=True)]
+    more = f"; {rows.height - 3} more in the Judges section" if rows.height > 3 else ""
+    return [f"A second judge disagrees with the leaderboard's judge beyond the interval of the difference on "
+            f"{rows.height} run-and-pass comparison(s): {'; '.join(said)}{more}. The scores are the judge's, not "
+            "a physician's; see the Judges section."]
+
+
+def _severe_sentence(best: dict, worst: dict, gap: dict | None) -> str:
+    """The safety comparison with the interval of its difference (compare's paired t on the common safety
+    cases), or that the two shares are not told apart."""
+    line = (f"On the safety benchmarks, the share of cases with a severe error is lowest for {best['run_id']} "
+            f"({num(best['value'], 2)}) and highest for {worst['run_id']} ({num(worst['value'], 2)})")
+    if gap is None or missing(gap["delta"]):
+        return line + "; the two share no safety case, so their difference is not told apart."
+    diff = interval(gap["delta"], gap["ci_low"], gap["ci_high"], sign=True)
+    where = f"paired t over the {gap['n_cases']} safety cases both completed"
+    if missing(gap["ci_low"]) or missing(gap["ci_high"]):
+        return line + f"; their difference, {diff}, has no interval ({gap['ci_note']}), so it is not told apart."
+    if gap["ci_low"] > 0:
+        higher = interval(gap["delta"], gap["ci_low"], gap["ci_high"])
+        return line + f": {worst['run_id']}'s share is higher by {higher} ({where}, {p_eq(gap['p_value'])})."
+    return line + f", but the two are not told apart: difference {diff} ({where}, {p_eq(gap['p_value'])})."
 
 
 def method_notes(a: Analyses, samples: int, seed: int) -> list[str]:
