@@ -63,7 +63,7 @@ METHOD_NOTE = ("corrected = PPI++ (power-tuned prediction-powered inference) per
 
 @dataclass(frozen=True, kw_only=True)
 class PhysicianOptions:
-    resamples: ResampleSettings = field(default_factory=ResampleSettings)  # the kappa intervals' case bootstrap
+    resamples: ResampleSettings = field(default_factory=ResampleSettings)  # the physicians' kappa: case bootstrap
     selection: JudgeSelection = field(default_factory=JudgeSelection)  # the judge checked and corrected
     top: int = 10
     min_labelled: int = MIN_LABELLED
@@ -307,14 +307,14 @@ def judge_vs_physicians(data: RunData, labels: pl.DataFrame, options: PhysicianO
     if items.is_empty():
         raise ValueError("calibrate: no physician label matches an item the judge decided in these runs")
     samples, seed = options.resamples.samples, options.resamples.seed
-    agreement = agreement_by_class(items, samples, seed)
+    agreement = agreement_by_class(items)
     cases, partial = case_table(data, combined, selection)
     corrected, plan = corrected_means(cases, labelled, options.min_labelled)
     notes = [METHOD_NOTE,
              f"judge accuracy: {selection.judge or 'each run’s primary judge'}, pass {judge_pass(selection)}; "
              "corrected: its scores over the selected passes; several reviewers: their majority, a tie to the "
-             "earliest label; intervals: Wilson at the case-clustered effective size (sensitivity, specificity, "
-             "agreement), case bootstrap percentiles (kappa)",
+             "earliest label; intervals: logit with a case-clustered variance and t at cases - 1 df (sensitivity, "
+             "specificity, agreement), jackknife over cases of log(1 - kappa) (kappa)",
              "corrected rates: Rogan-Gladen with sensitivity and specificity pooled over the runs, clipped to [0, 1]"]
     unsure = int(combined["physician"].is_null().sum())
     if unsure:
