@@ -257,3 +257,28 @@ def test_a_judge_that_agrees_with_the_physicians_corrects_nothing() -> None:
                           "labels": [5 if i < 12 else None for i in range(n)]})
     row = corrected_means(cases, ["r"])[0].row(0, named=True)
     assert row["mean"] == pytest.approx(row["judge_mean"], abs=1e-12) and row["labelled_cases"] == 12
+
+
+def test_a_skewed_rectifier_widens_the_interval_on_its_long_side_by_halls_transformation() -> None:
+    """Hall (1992): g(T) = T + a T^2 + a^2 T^3 / 3 + b, a = skew / 3, b = skew / 6, skew the estimate's third
+    cumulant over se^3 (k3 of the rectifier / n^2 / se^3). The bounds solve g(T) = +-q; the interval shown
+    takes in the symmetric t interval as well, so it only ever widens."""
+    y = np.array([1.0] * 9 + [0.2, 0.4, 0.0])  # scores piling up near 1: a long tail towards 0
+    yhat = np.full(12, 0.9)
+    est = ppi_mean(y, yhat, np.full(30, 0.9), lam=30 / 42)
+    r = y - est.lam * yhat
+    k3 = ((r - r.mean()) ** 3).sum() * 12 / (11 * 10)
+    assert est.skew == pytest.approx(k3 / (144 * est.se ** 3)) and est.skew < 0
+    a, b = est.skew / 3, est.skew / 6
+    q = est.half_width / est.se
+
+    def g(t: float) -> float:
+        return t + a * t * t + a * a * t ** 3 / 3 + b
+
+    low_t, high_t = (est.mean - est.ci_low) / est.se, (est.mean - est.ci_high) / est.se
+    assert g(low_t) == pytest.approx(q) and est.ci_low < est.mean - est.half_width  # the long side: wider
+    assert est.ci_high == est.mean + est.half_width and g(high_t) <= -q  # the short side: the t bound kept
+    symmetric = ppi_mean(np.array([0.2, 0.8] * 6), yhat, np.full(30, 0.9), lam=30 / 42)
+    assert symmetric.skew == pytest.approx(0.0, abs=1e-9)
+    assert symmetric.ci_low == pytest.approx(symmetric.mean - symmetric.half_width)
+    assert ppi_mean(y, yhat, np.full(30, 0.9), small_sample=False).skew == 0.0  # ppi_py's interval untouched

@@ -24,7 +24,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 
 import numpy as np
@@ -153,8 +153,9 @@ def weighted_macro(frame: pl.DataFrame, value: str, labelled_value: str, truth: 
     rest = weighted.filter(pl.col(truth).is_null())
     lam = None if lab.height >= MIN_TUNED else fixed_lambda(lab.height, rest.height)
     w = lab["_w"].to_numpy()
-    return ppi_mean(w * lab[truth].to_numpy(), w * lab[labelled_value].to_numpy(),
-                    rest["_w"].to_numpy() * rest[value].to_numpy(), lam=lam)
+    est = ppi_mean(w * lab[truth].to_numpy(), w * lab[labelled_value].to_numpy(),
+                   rest["_w"].to_numpy() * rest[value].to_numpy(), lam=lam)
+    return replace(est, skew=0.0)  # an overall: the symmetric t interval, as ``macro_mean`` gives
 
 
 def _estimates(frame: pl.DataFrame, keys: dict, value: str, labelled_value: str, truth: str, minimum: int
