@@ -38,10 +38,11 @@ def rubric(benchmarks: int, cases: int) -> pl.DataFrame:
                                       "severity_class": pl.Int32, "weight": pl.Float64})
 
 
-def draw(rng: np.random.Generator, items: pl.DataFrame, replicates: int) -> tuple[np.ndarray, np.ndarray]:
-    """(physician, judge) decisions, (replicates, items) booleans."""
+def draw(rng: np.random.Generator, items: pl.DataFrame, replicates: int, difficulty: tuple[float, float] = (2.0, 2.0)
+         ) -> tuple[np.ndarray, np.ndarray]:
+    """(physician, judge) decisions, (replicates, items) booleans; t ~ Beta(*difficulty)."""
     case_index = items["case_id"].rank("dense").cast(pl.Int64).to_numpy() - 1
-    t = rng.beta(2.0, 2.0, size=(replicates, case_index.max() + 1))[:, case_index]
+    t = rng.beta(*difficulty, size=(replicates, case_index.max() + 1))[:, case_index]
     points = items["points"].to_numpy()[None, :]
     truth = rng.random(t.shape) < np.where(points < 0, 0.3 * (1 - t), t)
     u = rng.random(t.shape)
@@ -73,9 +74,10 @@ class Simulated:
     """One simulation: judge scores of every case, physician scores of the first ``most`` cases of each
     replicate's random order; ``cases(n)`` is the frame ``corrected_means`` takes with n labelled cases."""
 
-    def __init__(self, items: pl.DataFrame, replicates: int, most: int, seed: int):
+    def __init__(self, items: pl.DataFrame, replicates: int, most: int, seed: int,
+                 difficulty: tuple[float, float] = (2.0, 2.0)):
         rng = np.random.default_rng(seed)
-        truth, judge = draw(rng, items, replicates)
+        truth, judge = draw(rng, items, replicates, difficulty)
         order = labelled_order(rng, items, replicates)[:, :most]
         case_ids = items["case_id"].unique(maintain_order=True).to_numpy()
         self.judge = case_scores(items, judge).rename({"score": "judge"})
@@ -102,8 +104,13 @@ class Simulated:
         return [str(i) for i in range(self.replicates)]
 
 
+def true_means(items: pl.DataFrame, seed: int = 99, replicates: int = 200,
+               difficulty: tuple[float, float] = (2.0, 2.0)) -> dict[str, float]:
+    """Each benchmark's mean physician case score over the case population (large Monte Carlo draw)."""
+    truth, _ = draw(np.random.default_rng(seed), items, replicates, difficulty)
+    return dict(case_scores(items, truth).group_by("benchmark").agg(pl.col("score").mean()).iter_rows())
+
+
 def true_mean(items: pl.DataFrame, seed: int = 99, replicates: int = 200) -> float:
     """The macro mean of physician case scores over the case population (large Monte Carlo draw)."""
-    truth, _ = draw(np.random.default_rng(seed), items, replicates)
-    scores = case_scores(items, truth)
-    return float(scores.group_by("benchmark").agg(pl.col("score").mean())["score"].mean())
+    return float(np.mean(list(true_means(items, seed, replicates).values())))

@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 
 from toolkit.analysis.physician_labels import agreement_by_class, combine_labels, judge_errors, with_classes
-from toolkit.analysis.physician_stats import (PPIMean, cluster_share, kappa_tables, labels_to_halve, pair_kappa_tables,
-                                              ppi_mean, rogan_gladen, wilson_clustered)
+from toolkit.analysis.physician_stats import (PPIMean, cluster_share, kappa_jackknife, kappa_tables, labels_to_halve,
+                                              pair_kappa_tables, ppi_mean, rogan_gladen, share_interval)
 from toolkit.analysis.reliability import fleiss_kappa
 
 
@@ -73,14 +73,51 @@ def test_pair_kappa_is_fleiss_kappa_with_two_ratings() -> None:
     assert float(pair_kappa_tables(table)) == pytest.approx(fleiss_kappa(counts), abs=1e-12)
 
 
-def test_cluster_share_and_its_wilson_interval() -> None:
+def test_cluster_share_and_its_logit_interval() -> None:
     share, var = cluster_share(np.array([3, 0, 2]), np.array([4, 2, 2]))
     assert share == 5 / 8
     # n/(n-1) * sum (a - p m)^2 / (sum m)^2 by hand
     assert var == pytest.approx(1.5 * ((3 - 2.5) ** 2 + (0 - 1.25) ** 2 + (2 - 1.25) ** 2) / 64)
-    low, high = wilson_clustered(share, var, 8)
-    naive_low, naive_high = wilson_clustered(share, math.nan, 8)
-    assert low <= naive_low and high >= naive_high  # clustered items never count as more than themselves
+    low, high = share_interval(share, var, 3, 8)
+    # logit(5/8) +- t(2) sqrt(var (k - 1) / k) / (p (1 - p)) (the sandwich variance), back through the logistic
+    half = 4.302652729911275 * math.sqrt(var * 2 / 3) / (share * (1 - share))
+    centre = math.log(5 / 3)
+    assert (low, high) == pytest.approx((1 / (1 + math.exp(half - centre)), 1 / (1 + math.exp(-centre - half))))
+    # a case with no trials is no cluster: the same share, variance and interval without it
+    assert cluster_share(np.array([3, 0, 2, 0]), np.array([4, 2, 2, 0])) == (share, var)
+    # every item one way: no logit spread, the Wilson interval at every item; one case: likewise
+    from toolkit.analysis.items import wilson_interval
+
+    every = tuple(float(x[0]) for x in wilson_interval(np.array([8.0]), np.array([8.0])))
+    assert share_interval(*cluster_share(np.array([3, 5]), np.array([3, 5])), 2, 8) == every
+    assert share_interval(*cluster_share(np.array([5]), np.array([8])), 1, 8)[0] < 5 / 8
+
+
+def test_cluster_share_per_row_is_the_one_table_arithmetic() -> None:
+    rng = np.random.default_rng(2)
+    trials = rng.integers(0, 5, size=(6, 9))
+    hits = rng.binomial(trials, 0.7)
+    shares, variances = cluster_share(hits, trials)
+    lows, highs = share_interval(shares, variances, (trials > 0).sum(axis=1), trials.sum(axis=1))
+    for r in range(6):
+        one = cluster_share(hits[r], trials[r])
+        assert (shares[r], variances[r]) == pytest.approx(one, rel=1e-12)
+        assert (lows[r], highs[r]) == pytest.approx(share_interval(*one, (trials[r] > 0).sum(), trials[r].sum()))
+
+
+def test_kappa_jackknife_by_hand() -> None:
+    rng = np.random.default_rng(4)
+    tables = rng.integers(0, 4, size=(7, 4)).astype(float)
+    kappa, low, high = kappa_jackknife(tables)
+    assert float(kappa) == float(kappa_tables(tables.sum(axis=0)))
+    left = np.array([math.log(1 - float(kappa_tables(tables.sum(axis=0) - row))) for row in tables])
+    se = math.sqrt(6 / 7 * ((left - left.mean()) ** 2).sum())
+    t6 = 2.4469118511449692
+    assert float(low) == pytest.approx(max(1 - math.exp(math.log(1 - kappa) + t6 * se), -1.0))
+    assert float(high) == pytest.approx(1 - math.exp(math.log(1 - kappa) - t6 * se))
+    assert low < kappa < high < 1
+    perfect = np.array([[2.0, 0, 0, 1], [1, 0, 0, 3]])
+    assert float(kappa_jackknife(perfect)[0]) == 1.0 and np.isnan(kappa_jackknife(perfect)[1:]).all()
 
 
 def test_rogan_gladen_by_hand_and_clipped() -> None:
@@ -140,7 +177,7 @@ def _fixture_items() -> pl.DataFrame:
 
 
 def test_sensitivity_and_specificity_are_a_hand_count() -> None:
-    table = {r["item_class"]: r for r in agreement_by_class(_fixture_items(), 200, 1).iter_rows(named=True)}
+    table = {r["item_class"]: r for r in agreement_by_class(_fixture_items()).iter_rows(named=True)}
     every = table["all items"]
     # physician met: c1 2 (judge 1), c2 2 (2), c3 2 (1) -> 4 / 6; not met: 5 items, judge says not met on 3
     assert (every["items"], every["unsure"]) == (11, 1)
@@ -151,11 +188,11 @@ def test_sensitivity_and_specificity_are_a_hand_count() -> None:
     assert every["sensitivity_low"] < every["sensitivity"] < every["sensitivity_high"]
 
 
-def test_kappa_in_the_table_is_scikit_learns_with_a_case_bootstrap_interval() -> None:
+def test_kappa_in_the_table_is_scikit_learns_with_a_jackknife_interval() -> None:
     from sklearn.metrics import cohen_kappa_score
 
     items = _fixture_items()
-    every = agreement_by_class(items, 500, 1).row(0, named=True)
+    every = agreement_by_class(items).row(0, named=True)
     definite = items.filter(pl.col("physician").is_not_null())
     assert every["kappa"] == pytest.approx(cohen_kappa_score(definite["physician"], definite["judge"]), abs=1e-12)
     assert every["kappa_low"] <= every["kappa"] <= every["kappa_high"]
@@ -196,12 +233,14 @@ def test_corrected_intervals_stay_within_what_a_score_can_be() -> None:
     what it passes holds no truth, so it is cut there."""
     from toolkit.analysis.physicians import corrected_means
 
-    n = 12
+    # 12 of 24 cases labelled (lambda N / (N + n) = 1/2): the rectifier 1 - judge / 2 is 0.7 or 0.5, symmetric
+    n = 24
+    judge = [0.6, 1.0] * 6 + [0.8] * 12
     cases = pl.DataFrame({"run_id": ["r"] * n, "case_id": [f"c{i}" for i in range(n)], "benchmark": ["b"] * n,
-                          "judge": [0.9] * n, "judge_labelled": [0.9] * n,
-                          "physician": [1.0, 1.0, 1.0, 0.5] * 3, "labels": [5] * n})
+                          "judge": judge, "judge_labelled": judge[:12] + [None] * 12,
+                          "physician": [1.0] * 12 + [None] * 12, "labels": [5] * 12 + [None] * 12})
     row = corrected_means(cases, ["r"])[0].row(0, named=True)
-    assert row["mean"] == pytest.approx(0.875) and row["mean"] + 2.2 * row["se"] > 1.0  # t(11) would pass 1
+    assert row["mean"] == pytest.approx(1.0) and row["mean"] + 2.2 * row["se"] > 1.0  # t would pass 1
     assert row["ci_high"] == 1.0 and 0.0 < row["ci_low"] < row["mean"]
 
 
@@ -218,3 +257,28 @@ def test_a_judge_that_agrees_with_the_physicians_corrects_nothing() -> None:
                           "labels": [5 if i < 12 else None for i in range(n)]})
     row = corrected_means(cases, ["r"])[0].row(0, named=True)
     assert row["mean"] == pytest.approx(row["judge_mean"], abs=1e-12) and row["labelled_cases"] == 12
+
+
+def test_a_skewed_rectifier_widens_the_interval_on_its_long_side_by_halls_transformation() -> None:
+    """Hall (1992): g(T) = T + a T^2 + a^2 T^3 / 3 + b, a = skew / 3, b = skew / 6, skew the estimate's third
+    cumulant over se^3 (k3 of the rectifier / n^2 / se^3). The bounds solve g(T) = +-q; the interval shown
+    takes in the symmetric t interval as well, so it only ever widens."""
+    y = np.array([1.0] * 9 + [0.2, 0.4, 0.0])  # scores piling up near 1: a long tail towards 0
+    yhat = np.full(12, 0.9)
+    est = ppi_mean(y, yhat, np.full(30, 0.9), lam=30 / 42)
+    r = y - est.lam * yhat
+    k3 = ((r - r.mean()) ** 3).sum() * 12 / (11 * 10)
+    assert est.skew == pytest.approx(k3 / (144 * est.se ** 3)) and est.skew < 0
+    a, b = est.skew / 3, est.skew / 6
+    q = est.half_width / est.se
+
+    def g(t: float) -> float:
+        return t + a * t * t + a * a * t ** 3 / 3 + b
+
+    low_t, high_t = (est.mean - est.ci_low) / est.se, (est.mean - est.ci_high) / est.se
+    assert g(low_t) == pytest.approx(q) and est.ci_low < est.mean - est.half_width  # the long side: wider
+    assert est.ci_high == est.mean + est.half_width and g(high_t) <= -q  # the short side: the t bound kept
+    symmetric = ppi_mean(np.array([0.2, 0.8] * 6), yhat, np.full(30, 0.9), lam=30 / 42)
+    assert symmetric.skew == pytest.approx(0.0, abs=1e-9)
+    assert symmetric.ci_low == pytest.approx(symmetric.mean - symmetric.half_width)
+    assert ppi_mean(y, yhat, np.full(30, 0.9), small_sample=False).skew == 0.0  # ppi_py's interval untouched

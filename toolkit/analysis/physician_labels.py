@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from toolkit.analysis.physician_stats import (case_bootstrap, cluster_share, kappa_tables, pair_kappa_tables,
-                                              wilson_clustered)
+from toolkit.analysis.physician_stats import (case_bootstrap, cluster_share, kappa_jackknife, kappa_tables,
+                                              pair_kappa_tables, share_interval)
 from toolkit.scoring import with_sample
 from toolkit.selection import JudgeSelection, RunData, scored_passes, select_judgments
 
@@ -100,10 +100,10 @@ def class_frames(frame: pl.DataFrame):
                 yield kind, name, rows
 
 
-def agreement_by_class(items: pl.DataFrame, samples: int, seed: int) -> pl.DataFrame:
+def agreement_by_class(items: pl.DataFrame) -> pl.DataFrame:
     """Per item class: labelled items (unsure ones counted apart), the judge's sensitivity and specificity
-    against the physicians with clustered Wilson intervals, percent agreement, and Cohen's kappa with a
-    case-bootstrap percentile interval (cases resampled whole, across runs)."""
+    against the physicians and percent agreement with case-clustered logit intervals (``share_interval``),
+    and Cohen's kappa with a jackknife interval over cases (``kappa_jackknife``; cases across runs)."""
     rows = []
     for kind, name, frame in class_frames(items):
         definite = frame.filter(pl.col("physician").is_not_null())
@@ -119,12 +119,13 @@ def agreement_by_class(items: pl.DataFrame, samples: int, seed: int) -> pl.DataF
         for label, hits, trials in (("sensitivity", tp, tp + fn), ("specificity", tn, tn + fp),
                                     ("agreement", tp + tn, counts.sum(axis=1))):
             share, var = cluster_share(hits, trials)
-            low, high = wilson_clustered(share, var, float(trials.sum()))
+            low, high = share_interval(share, var, int((trials > 0).sum()), float(trials.sum()))
             row |= {label: share, f"{label}_low": low, f"{label}_high": high, f"_{label}_var": var}
         # [physician yes & judge yes, physician yes only, judge yes only, both no]
         tables = np.stack([tp, fn, fp, tn], axis=1)
         row["kappa"] = float(kappa_tables(tables.sum(axis=0)))
-        row["kappa_low"], row["kappa_high"] = case_bootstrap(tables, kappa_tables, samples, seed)
+        _, low, high = kappa_jackknife(tables)
+        row["kappa_low"], row["kappa_high"] = float(low), float(high)
         rows.append(row)
     return pl.DataFrame(rows, infer_schema_length=None).with_columns(pl.col(pl.Float64).fill_nan(None))
 

@@ -26,7 +26,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 
 import numpy as np
@@ -65,7 +65,7 @@ METHOD_NOTE = ("corrected = PPI++ (power-tuned prediction-powered inference) per
 
 @dataclass(frozen=True, kw_only=True)
 class PhysicianOptions:
-    resamples: ResampleSettings = field(default_factory=ResampleSettings)  # the kappa intervals' case bootstrap
+    resamples: ResampleSettings = field(default_factory=ResampleSettings)  # the physicians' kappa: case bootstrap
     selection: JudgeSelection = field(default_factory=JudgeSelection)  # the judge checked and corrected
     top: int = 10
     min_labelled: int = MIN_LABELLED
@@ -155,8 +155,9 @@ def weighted_macro(frame: pl.DataFrame, value: str, labelled_value: str, truth: 
     rest = weighted.filter(pl.col(truth).is_null())
     lam = None if lab.height >= MIN_TUNED else fixed_lambda(lab.height, rest.height)
     w = lab["_w"].to_numpy()
-    return ppi_mean(w * lab[truth].to_numpy(), w * lab[labelled_value].to_numpy(),
-                    rest["_w"].to_numpy() * rest[value].to_numpy(), lam=lam)
+    est = ppi_mean(w * lab[truth].to_numpy(), w * lab[labelled_value].to_numpy(),
+                   rest["_w"].to_numpy() * rest[value].to_numpy(), lam=lam)
+    return replace(est, skew=0.0)  # an overall: the symmetric t interval, as ``macro_mean`` gives
 
 
 def _estimates(frame: pl.DataFrame, keys: dict, value: str, labelled_value: str, truth: str, minimum: int
@@ -265,14 +266,14 @@ def judge_vs_physicians(data: RunData, labels: pl.DataFrame, options: PhysicianO
     if items.is_empty():
         raise ValueError("calibrate: no physician label matches an item the judge decided in these runs")
     samples, seed = options.resamples.samples, options.resamples.seed
-    agreement = agreement_by_class(items, samples, seed)
+    agreement = agreement_by_class(items)
     cases, partial = case_table(data, combined, selection)
     corrected, plan = corrected_means(cases, labelled, options.min_labelled)
     notes = [METHOD_NOTE,
              f"judge accuracy: {selection.judge or 'each run’s primary judge'}, pass {judge_pass(selection)}; "
              "corrected: its scores over the selected passes; several reviewers: their majority, a tie to the "
-             "earliest label; intervals: Wilson at the case-clustered effective size (sensitivity, specificity, "
-             "agreement), case bootstrap percentiles (kappa)",
+             "earliest label; intervals: logit with a case-clustered variance and t at cases - 1 df (sensitivity, "
+             "specificity, agreement), jackknife over cases of log(1 - kappa) (kappa)",
              "corrected rates: the physicians' rate where a run's labels cover every item; else Rogan-Gladen with the "
              f"run's own sensitivity and specificity (from {MIN_OWN} labelled cases of it with met and not-met "
              "items), else with those pooled over the runs; clipped to [0, 1]"]
