@@ -474,3 +474,22 @@ def test_intervals_in_sql_and_the_db_file_name_their_method(mixed: Store, tmp_pa
             rows = con.execute(f"SELECT ci_low, ci_method FROM {view}").fetchall()
             assert rows and {m for _, m in rows} == {method}, (view, rows[:3])
         assert {m for (m,) in con.execute("SELECT ci_method FROM run_intervals").fetchall()} == {method}
+
+
+def test_a_db_file_written_before_ci_method_keeps_its_intervals_and_names_them(mixed: Store, tmp_path: Path) -> None:
+    """A file written by the release before `ci_method`: its intervals (all of the reference bootstrap) are kept
+    and named on its next refresh, not dropped until `bedside db --out` runs again."""
+    out = tmp_path / "old.duckdb"
+    assert main(["db", "--out", str(out), "--store", str(mixed.root)]) == 0
+    con = duckdb.connect(str(out))
+    before = con.execute("SELECT run_id, benchmark, ci_low, ci_high FROM run_intervals ORDER BY ALL").fetchall()
+    con.execute("ALTER TABLE run_intervals DROP COLUMN ci_method")  # as the earlier release wrote it
+    con.close()
+    from toolkit.sql._refresh import refresh
+
+    refresh(mixed)
+    con = duckdb.connect(str(out), read_only=True)
+    after = con.execute("SELECT run_id, benchmark, ci_low, ci_high FROM run_intervals ORDER BY ALL").fetchall()
+    assert before and after == before
+    named = con.execute("SELECT ci_low IS NULL, ci_method FROM run_summary").fetchall()
+    assert named and {m for null, m in named if not null} == {REFERENCE_CI}

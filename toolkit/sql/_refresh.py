@@ -230,18 +230,27 @@ def _intervals_named(con: "duckdb.DuckDBPyConnection") -> bool:
 
 def _rebuild(con: "duckdb.DuckDBPyConnection", files: dict[str, list[str]], options) -> None:
     """Every view and computed table of a file written by an earlier version, as this version defines them
-    (the computed rows are filled again next; ``run_intervals`` stays, but for intervals that do not name their
-    method: those are dropped, and the views show none until ``bedside db --out FILE`` computes them again)."""
+    (the computed rows are filled again next; ``run_intervals`` stays, its method named where an earlier release
+    did not)."""
     from toolkit.sql._views import INTERNAL, statements
     from toolkit.tables import SCORE_TABLES
 
     for table in SCORE_TABLES:
         con.execute(f'DROP VIEW IF EXISTS "{table}"')
         con.execute(f"DROP TABLE IF EXISTS {INTERNAL}.computed_{table}")
-    if not _intervals_named(con):
-        con.execute("DROP TABLE IF EXISTS run_intervals")
+    renamed = not _intervals_named(con)
+    if renamed:  # every interval an earlier release stored was the reference bootstrap's: kept, its method named
+        from toolkit.summary import ci_method
+
+        con.execute("CREATE TEMP TABLE _kept AS SELECT run_id, benchmark, ci_low, ci_high, CASE WHEN ci_low IS "
+                    "NULL THEN NULL ELSE ? END AS ci_method, run_updated_at, store_version FROM run_intervals",
+                    [ci_method(options.bootstrap)])
+        con.execute("DROP TABLE run_intervals")
     for statement in statements(files, options):
         con.execute(statement)
+    if renamed:
+        con.execute("INSERT INTO run_intervals SELECT * FROM _kept")
+        con.execute("DROP TABLE _kept")
 
 
 def refresh(store: Store, version: int | None = None) -> None:
