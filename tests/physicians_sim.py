@@ -9,6 +9,8 @@ a small background rate elsewhere). Points-rubric and F1-rubric benchmarks alter
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import polars as pl
 
@@ -114,3 +116,71 @@ def true_means(items: pl.DataFrame, seed: int = 99, replicates: int = 200,
 def true_mean(items: pl.DataFrame, seed: int = 99, replicates: int = 200) -> float:
     """The macro mean of physician case scores over the case population (large Monte Carlo draw)."""
     return float(np.mean(list(true_means(items, seed, replicates).values())))
+
+
+def _answers(rng: np.random.Generator, t: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(physician, judge) decisions of answers whose per-item difficulties are ``t``, as ``draw`` makes them."""
+    truth = rng.random(t.shape) < np.where(points < 0, 0.3 * (1 - t), t)
+    u = rng.random(t.shape)
+    judge = np.where(truth, u >= np.where(points > 0, FN_POSITIVE, BACKGROUND),
+                     u < np.where(points < 0, FP_NEGATIVE, BACKGROUND))
+    return truth, judge
+
+
+def draw_pair(rng: np.random.Generator, items: pl.DataFrame, replicates: int, shift: float,
+              difficulty: tuple[float, float] = (2.0, 2.0)) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """Two runs' answers to the same cases: ((physician, judge) of run a, of run b), (replicates, items) each.
+    A case's t ~ Beta(*difficulty) is shared; run b answers it as run a would a case of t - shift (at least 0),
+    so the runs' case scores are correlated through the case and b scores lower."""
+    case_index = items["case_id"].rank("dense").cast(pl.Int64).to_numpy() - 1
+    t = rng.beta(*difficulty, size=(replicates, case_index.max() + 1))[:, case_index]
+    points = items["points"].to_numpy()[None, :]
+    return _answers(rng, t, points), _answers(rng, np.maximum(t - shift, 0.0), points)
+
+
+def true_differences(items: pl.DataFrame, shift: float, seed: int = 99, replicates: int = 400) -> dict[str, float]:
+    """Each benchmark's mean physician case-score difference (run a - run b) over the case population."""
+    (truth_a, _), (truth_b, _) = draw_pair(np.random.default_rng(seed), items, replicates, shift)
+    a, b = case_scores(items, truth_a), case_scores(items, truth_b)
+    return dict(a.join(b, on=["run_id", "case_id", "benchmark"]).group_by("benchmark").agg(
+        (pl.col("score") - pl.col("score_right")).mean()).iter_rows())
+
+
+class SimulatedPair:
+    """Two runs (``{r}:a``, ``{r}:b`` of replicate r, one dataset per replicate) graded by the judge on every
+    case, physician labels on both runs' answers to the same cases, drawn at random within each benchmark:
+    ``cases(n)`` is the frame ``corrected_differences`` takes with n labelled cases per benchmark (at most
+    ``most``), ``data`` the runs it reads the datasets from."""
+
+    def __init__(self, items: pl.DataFrame, replicates: int, most: int, seed: int, shift: float):
+        rng = np.random.default_rng(seed)
+        runs = draw_pair(rng, items, replicates, shift)
+        per_case = items.select("case_id", "benchmark").unique(maintain_order=True)
+        bench = per_case["benchmark"].to_numpy()
+        u = rng.random((replicates, per_case.height))
+        rank = np.zeros(u.shape, dtype=np.int64)  # each case's place in its benchmark's random order
+        for name in np.unique(bench):
+            block = np.flatnonzero(bench == name)
+            rank[:, block] = u[:, block].argsort(axis=1).argsort(axis=1)
+        position = {c: i for i, c in enumerate(per_case["case_id"].to_list())}
+        labelled = (rank < most)[:, np.array([position[c] for c in items["case_id"].to_list()])]
+        ranks = pl.DataFrame({"run": np.repeat(np.arange(replicates), per_case.height).astype(str),
+                              "case_id": np.tile(per_case["case_id"].to_numpy(), replicates), "rank": rank.ravel()})
+        frames = []
+        for side, (truth, judge) in zip("ab", runs):
+            judged = case_scores(items, judge).rename({"score": "judge", "run_id": "run"})
+            phys = case_scores(items, truth, labelled).rename({"score": "physician", "run_id": "run"}).drop("benchmark")
+            frames.append(judged.join(ranks, on=["run", "case_id"]).join(phys, on=["run", "case_id"], how="left")
+                          .with_columns(run_id=pl.col("run") + f":{side}"))
+        self.frame = pl.concat(frames).sort("run", "run_id", "case_id")
+        self.runs = [f"{r}:{side}" for r in range(replicates) for side in "ab"]
+        self.data = SimpleNamespace(runs=pl.DataFrame({"run_id": self.runs,
+                                                       "dataset_sha256": [r.split(":")[0] for r in self.runs]}))
+
+    def cases(self, n: int) -> pl.DataFrame:
+        labelled = pl.col("rank") < n
+        return self.frame.select(
+            "run_id", "case_id", "benchmark", "judge",
+            pl.when(labelled).then(pl.col("physician")).alias("physician"),
+            pl.when(labelled).then(pl.col("judge")).alias("judge_labelled"),
+            pl.when(labelled).then(pl.lit(len(POINTS_ITEMS))).alias("labels"))
