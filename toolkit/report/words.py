@@ -7,6 +7,7 @@ import polars as pl
 from toolkit.analysis.compare import RUN_INTERVAL, Comparison
 from toolkit.analysis.harms import BOTH
 from toolkit.report.analyses import Analyses, severe_extremes
+from toolkit.report.physicians import corrected_lines
 from toolkit.report.model import interval, missing, num, p_text, pct
 from toolkit.report.sections import ALPHA, with_mdd
 
@@ -123,6 +124,7 @@ def summary(a: Analyses) -> list[str]:
     if a.baseline is None and pairs.height > len(rows):
         sig = int((pairs["p_holm"].fill_null(1.0) < ALPHA).sum())
         lines.append(f"Over all {pairs.height} pairs, {sig} differ after Holm's adjustment.")
+    lines += corrected_lines(a, rows)
     lines += _judge_disagreement(a, board)
     extremes = severe_extremes(a.harm)
     if extremes is not None:
