@@ -103,27 +103,30 @@ def errors_table(check: PhysicianCheck) -> Table:
                  check.judge_errors)
 
 
-def corrected_lines(a: Analyses, pairs: list[dict]) -> list[str]:
-    """The summary's sentences on the physician labels, none without them: the ranked runs' corrected overall
-    scores beside the judge's, and whether they keep the leaderboard's order; then, for each pair the summary
-    discusses (``pairs``, oriented as it says them) where both runs are labelled, the corrected difference
-    beside the judge's and whether the decision (the 95% interval excludes 0) changes."""
-    check = a.physicians
-    if check is None:
-        return []
-    corrected = {r["run_id"]: r for r in check.corrected.filter(pl.col("benchmark") == OVERALL).iter_rows(named=True)}
+def corrected_scores(a: Analyses) -> list[str]:
+    """The summary's sentence on the physician labels, none without them: the ranked runs' corrected overall
+    scores beside the judge's, and whether they keep the leaderboard's order."""
+    corrected = _overall(a.physicians.corrected) if a.physicians is not None else {}
     shown = [r for r in a.cmp.leaderboard["run_id"].to_list() if r in corrected]
     if not shown:
         return []
-    judge = dict(a.cmp.leaderboard.select("run_id", "overall").iter_rows())
-    lines = [_scores_sentence(shown, corrected, judge)]
+    return [_scores_sentence(shown, corrected, dict(a.cmp.leaderboard.select("run_id", "overall").iter_rows()))]
+
+
+def corrected_pair(a: Analyses, pair: dict) -> str:
+    """A sentence to follow the summary's sentence on ``pair`` (a pairwise row, oriented as the summary says
+    it): the corrected difference beside the judge's and whether the decision (95% interval excludes 0)
+    changes; "" without labels of both runs."""
+    if a.physicians is None:
+        return ""
     diffs = {(r["run_a"], r["run_b"]): r for r in
-             check.differences.filter(pl.col("benchmark") == OVERALL).iter_rows(named=True)}
-    for row in pairs:
-        d = _oriented(diffs, row["run_a"], row["run_b"])
-        if d is not None:
-            lines.append(_difference_sentence(row, d))
-    return lines
+             a.physicians.differences.filter(pl.col("benchmark") == OVERALL).iter_rows(named=True)}
+    d = _oriented(diffs, pair["run_a"], pair["run_b"])
+    return "" if d is None else " " + _difference_sentence(pair, d)
+
+
+def _overall(frame: pl.DataFrame) -> dict[str, dict]:
+    return {r["run_id"]: r for r in frame.filter(pl.col("benchmark") == OVERALL).iter_rows(named=True)}
 
 
 def _why(row: dict) -> str:
@@ -171,15 +174,14 @@ def _side(low: float | None, high: float | None) -> int | None:
 
 
 def _difference_sentence(pair: dict, d: dict) -> str:
-    judge = interval(pair["delta"], pair["ci_low"], pair["ci_high"], sign=True)
-    head = f"Corrected by the physician labels, {pair['run_a']} − {pair['run_b']} is "
+    judge = f"judge {signed(pair['delta'])}"
+    head = f"Corrected by the physician labels: {pair['run_a']} − {pair['run_b']} "
     if d["mean"] is None:
-        return head + f"not estimated ({_why(d)}); the judge's difference is {judge}."
-    line = head + f"{_value(d, sign=True)}"
+        return head + f"not estimated ({_why(d)}; {judge})."
     corrected, judged = _side(d["ci_low"], d["ci_high"]), _side(pair["ci_low"], pair["ci_high"])
     if corrected is None:
-        return line + f", the judge's {judge}."
-    line += f" ({d['labelled_cases']} labelled cases), the judge's {judge}"
+        return head + f"= {_value(d, sign=True)} ({judge})."
+    line = head + f"= {_value(d, sign=True)} over {d['labelled_cases']} labelled cases ({judge})"
     if judged is None:
         return line + "."
     if judged == corrected:
