@@ -113,16 +113,23 @@ def corrected_scores(a: Analyses) -> list[str]:
     return [_scores_sentence(shown, corrected, dict(a.cmp.leaderboard.select("run_id", "overall").iter_rows()))]
 
 
-def corrected_pair(a: Analyses, pair: dict) -> str:
+def corrected_pair(a: Analyses, pair: dict, always: bool = True) -> str:
     """A sentence to follow the summary's sentence on ``pair`` (a pairwise row, oriented as the summary says
     it): the corrected difference beside the judge's and whether the decision (95% interval excludes 0)
-    changes; "" without labels of both runs."""
+    changes; "" without labels of both runs, or when not ``always`` and the decision does not change (the
+    summary's later pairs: their corrected differences are in the section, the first screen stays short)."""
     if a.physicians is None:
         return ""
     diffs = {(r["run_a"], r["run_b"]): r for r in
              a.physicians.differences.filter(pl.col("benchmark") == OVERALL).iter_rows(named=True)}
     d = _oriented(diffs, pair["run_a"], pair["run_b"])
-    return "" if d is None else " " + _difference_sentence(pair, d)
+    if d is None:
+        return ""
+    judged = _side(pair["ci_low"], pair["ci_high"])
+    corrected = None if d["mean"] is None else _side(d["ci_low"], d["ci_high"])
+    if not always and (judged is None or corrected is None or judged == corrected):
+        return ""
+    return " " + _difference_sentence(pair, d)
 
 
 def _overall(frame: pl.DataFrame) -> dict[str, dict]:
@@ -143,7 +150,7 @@ def _value(row: dict, sign: bool = False) -> str:
 def _scores_sentence(shown: list[str], corrected: dict, judge: dict) -> str:
     parts = [f"{run} {_value(corrected[run])} (judge {num(judge[run])})" if corrected[run]["mean"] is not None
              else f"{run} not corrected ({_why(corrected[run])})" for run in shown]
-    line = ("Corrected by the physician labels (PPI++, see Judge vs physicians), the overall scores are "
+    line = ("Corrected by the physician labels (PPI++; every pair in Judge vs physicians), the overall scores are "
             + ", ".join(parts))
     ranked = [r for r in shown if corrected[r]["mean"] is not None]
     if len(ranked) < 2:

@@ -120,7 +120,7 @@ def summary(a: Analyses) -> list[str]:
         order = board["run_id"].to_list()
         key = {(r["run_a"], r["run_b"]): r for r in pairs.iter_rows(named=True)}
         rows = [key[(x, y)] for x, y in zip(order, order[1:]) if (x, y) in key]
-    lines += [_pair_sentence(r, family) + corrected_pair(a, r) for r in rows]
+    lines += [_pair_sentence(r, family) + corrected_pair(a, r, always=i == 0) for i, r in enumerate(rows)]
     if a.baseline is None and pairs.height > len(rows):
         sig = int((pairs["p_holm"].fill_null(1.0) < ALPHA).sum())
         lines.append(f"Over all {pairs.height} pairs, {sig} differ after Holm's adjustment.")
