@@ -16,6 +16,7 @@ from toolkit.analysis.costs import run_costs
 from toolkit.analysis.harms import BOTH, severe_rate_difference
 from toolkit.analysis.variance import VarianceBudget
 from toolkit.analysis.pairs import OVERALL_FAMILY
+from toolkit.analysis.physicians import PhysicianCheck, PhysicianOptions, judge_vs_physicians
 from toolkit.bootstrap import BootstrapSettings
 from toolkit.prices import PriceTable, load_prices
 from toolkit.report.reliability import reliability_budget
@@ -56,6 +57,10 @@ class Analyses:
     variance: VarianceBudget | None = None  # the compared runs' budget when one has K > 1 answers per case
     samples: pl.DataFrame | None = None  # per_sample (one row per answer) when one has K > 1, else None
     severe_gap: dict | None = None  # the paired row: highest minus lowest severe-error share (``severe_extremes``)
+    # judge_vs_physicians of the compared runs, read and computed once for the summary and the physicians
+    # section; None without labels (no section), else ``physicians_absent`` says why there is no check.
+    physicians: PhysicianCheck | None = None
+    physicians_absent: str | None = None
 
 
 def severe_extremes(harm: pl.DataFrame | None) -> tuple[dict, dict] | None:
@@ -97,8 +102,25 @@ def analyse(store: Store, run_ids: list[str], resamples: ResampleSettings, selec
         extremes = severe_extremes(harm)
         gap = None if extremes is None else severe_rate_difference(data, extremes[1]["run_id"],
                                                                    extremes[0]["run_id"], selection)
+    with timings.phase("read"):
+        labels = stored_labels(store, kept)
+    check, why = None, None
+    if labels is not None:
+        with timings.phase("analysis"):
+            try:
+                check = judge_vs_physicians(data, labels, PhysicianOptions(resamples=resamples, selection=selection))
+            except ValueError as error:
+                why = str(error)
     return Analyses(data, cases, cmp, cmp.pairwise.filter(pl.col("family") == OVERALL_FAMILY), items, harm,
-                    agreement, reference, absent, baseline, costs, variance, samples, gap)
+                    agreement, reference, absent, baseline, costs, variance, samples, gap, check, why)
+
+
+def stored_labels(store: Store, run_ids: list[str]) -> pl.DataFrame | None:
+    """The ``human_labels`` rows of these runs; None when there are none."""
+    from toolkit.labels import read_labels
+
+    labels = read_labels(store, run_ids)
+    return labels if labels.height else None
 
 
 def _optional(section: str, absent: dict[str, str], compute):  # noqa: ANN001, ANN202 - a thunk and its value

@@ -133,8 +133,7 @@ def _sections(a: Analyses, anchors: dict[str, str], figs: dict, figure_notes: li
                        paragraphs=[] if harm else [f"Nothing to show: {a.absent.get('harms')}"]))
     if a.agreement is not None:
         out.append(Section("judges", "Judges", figures=figs.get("judges", []), tables=sections.judge_tables(a)))
-    physicians = physician_section(store, a, ResampleSettings(samples=options.samples, seed=options.seed),
-                                   options.selection)
+    physicians = physician_section(a)
     if physicians is not None:  # only when the compared runs have physician labels
         out.append(physicians)
     reliability = reliability_section(a.variance, a.absent.get("reliability"), figs.get("reliability", []))

@@ -7,35 +7,20 @@ from __future__ import annotations
 
 import polars as pl
 
-from toolkit.analysis.paired import ResampleSettings
 from toolkit.protocol import severity_label
-from toolkit.analysis.physicians import OVERALL, PhysicianCheck, PhysicianOptions, judge_vs_physicians
+from toolkit.analysis.physicians import OVERALL, PhysicianCheck
 from toolkit.report.analyses import Analyses
 from toolkit.report.model import Cell, Section, Table, interval, num, pct, signed
-from toolkit.selection import JudgeSelection
-from toolkit.store import Store
 
 
-def stored_labels(store: Store, run_ids: list[str]) -> pl.DataFrame | None:
-    """The ``human_labels`` rows of these runs; None when there are none."""
-    from toolkit.labels import read_labels
-
-    labels = read_labels(store, run_ids)
-    return labels if labels.height else None
-
-
-def physician_section(store: Store, a: Analyses, resamples: ResampleSettings, selection: JudgeSelection
-                      ) -> Section | None:
-    """The section, or None when no compared run has physician labels."""
-    runs = a.data.runs["run_id"].to_list()
-    labels = stored_labels(store, runs)
-    if labels is None:
-        return None
+def physician_section(a: Analyses) -> Section | None:
+    """The section, or None when no compared run has physician labels (the check ``analyse`` made)."""
     title = "Judge vs physicians"
-    try:
-        check = judge_vs_physicians(a.data, labels, PhysicianOptions(resamples=resamples, selection=selection))
-    except ValueError as error:
-        return Section("physicians", title, paragraphs=[f"Nothing to show: {error}"])
+    if a.physicians_absent is not None:
+        return Section("physicians", title, paragraphs=[f"Nothing to show: {a.physicians_absent}"])
+    check = a.physicians
+    if check is None:
+        return None
     board = (a.cmp.leaderboard["run_id"].to_list()
              + a.cmp.not_ranked.get_column("run_id", default=pl.Series([])).to_list())
     return Section("physicians", title, paragraphs=[
@@ -116,3 +101,101 @@ def errors_table(check: PhysicianCheck) -> Table:
     return Table("physicians_errors", "Rubric items the judge gets wrong most often against the physicians",
                  ["benchmark", "points", "item", "wrong", "rate", "judge says met / not met wrongly"], body,
                  check.judge_errors)
+
+
+def corrected_scores(a: Analyses) -> list[str]:
+    """The summary's sentence on the physician labels, none without them: the ranked runs' corrected overall
+    scores beside the judge's, and whether they keep the leaderboard's order."""
+    corrected = _overall(a.physicians.corrected) if a.physicians is not None else {}
+    shown = [r for r in a.cmp.leaderboard["run_id"].to_list() if r in corrected]
+    if not shown:
+        return []
+    return [_scores_sentence(shown, corrected, dict(a.cmp.leaderboard.select("run_id", "overall").iter_rows()))]
+
+
+def corrected_pair(a: Analyses, pair: dict, always: bool = True) -> str:
+    """A sentence to follow the summary's sentence on ``pair`` (a pairwise row, oriented as the summary says
+    it): the corrected difference beside the judge's and whether the decision (95% interval excludes 0)
+    changes; "" without labels of both runs, or when not ``always`` and the decision does not change (the
+    summary's later pairs: their corrected differences are in the section, the first screen stays short)."""
+    if a.physicians is None:
+        return ""
+    diffs = {(r["run_a"], r["run_b"]): r for r in
+             a.physicians.differences.filter(pl.col("benchmark") == OVERALL).iter_rows(named=True)}
+    d = _oriented(diffs, pair["run_a"], pair["run_b"])
+    if d is None:
+        return ""
+    judged = _side(pair["ci_low"], pair["ci_high"])
+    corrected = None if d["mean"] is None else _side(d["ci_low"], d["ci_high"])
+    if not always and (judged is None or corrected is None or judged == corrected):
+        return ""
+    return " " + _difference_sentence(pair, d)
+
+
+def _overall(frame: pl.DataFrame) -> dict[str, dict]:
+    return {r["run_id"]: r for r in frame.filter(pl.col("benchmark") == OVERALL).iter_rows(named=True)}
+
+
+def _why(row: dict) -> str:
+    """The short reason a corrected estimate has no interval: its note up to the colon."""
+    return (row["ci_note"] or "no interval").split(":")[0]
+
+
+def _value(row: dict, sign: bool = False) -> str:
+    if row["ci_low"] is None or row["ci_high"] is None:
+        return f"{signed(row['mean']) if sign else num(row['mean'])} with no interval ({_why(row)})"
+    return interval(row["mean"], row["ci_low"], row["ci_high"], sign=sign)
+
+
+def _scores_sentence(shown: list[str], corrected: dict, judge: dict) -> str:
+    parts = [f"{run} {_value(corrected[run])} (judge {num(judge[run])})" if corrected[run]["mean"] is not None
+             else f"{run} not corrected ({_why(corrected[run])})" for run in shown]
+    line = ("Corrected by the physician labels (PPI++; every pair in Judge vs physicians), the overall scores are "
+            + ", ".join(parts))
+    ranked = [r for r in shown if corrected[r]["mean"] is not None]
+    if len(ranked) < 2:
+        return line + "."
+    by_corrected = sorted(ranked, key=lambda r: -corrected[r]["mean"])  # stable: ties keep the judge's order
+    if by_corrected == ranked:
+        return line + "; by these point estimates the runs are in the judge's order."
+    return (line + "; by these point estimates the runs are in another order than the judge's leaderboard: "
+            + ", ".join(by_corrected) + ".")
+
+
+def _oriented(diffs: dict, a: str, b: str) -> dict | None:
+    """The corrected overall difference a − b (the check's b − a turned round), None when not both labelled."""
+    if (a, b) in diffs:
+        return diffs[(a, b)]
+    row = diffs.get((b, a))
+    if row is None:
+        return None
+    turn = {k: (None if row[k] is None else -row[k]) for k in ("mean", "judge_mean", "ci_low", "ci_high")}
+    return {**row, **turn, "ci_low": turn["ci_high"], "ci_high": turn["ci_low"], "run_a": a, "run_b": b}
+
+
+def _side(low: float | None, high: float | None) -> int | None:
+    """+1 / -1 when the interval excludes 0 above / below it, 0 when it holds 0, None without an interval."""
+    if low is None or high is None or low != low or high != high:
+        return None
+    return 1 if low > 0 else -1 if high < 0 else 0
+
+
+def _difference_sentence(pair: dict, d: dict) -> str:
+    judge = f"judge {signed(pair['delta'])}"
+    head = f"Corrected by the physician labels: {pair['run_a']} − {pair['run_b']} "
+    if d["mean"] is None:
+        return head + f"not estimated ({_why(d)}; {judge})."
+    corrected, judged = _side(d["ci_low"], d["ci_high"]), _side(pair["ci_low"], pair["ci_high"])
+    if corrected is None:
+        return head + f"= {_value(d, sign=True)} ({judge})."
+    line = head + f"= {_value(d, sign=True)} over {d['labelled_cases']} labelled cases ({judge})"
+    if judged is None:
+        return line + "."
+    if judged == corrected:
+        return line + ("; both intervals exclude 0, the same decision." if judged
+                       else "; neither interval excludes 0, the same decision.")
+    if judged and corrected:
+        return line + "; the decision changes: both intervals exclude 0, on opposite sides."
+    if judged:
+        return line + "; the decision changes: the judge's interval excludes 0, the corrected one does not."
+    return line + "; the decision changes: the corrected interval excludes 0, the judge's does not."

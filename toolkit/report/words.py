@@ -7,6 +7,7 @@ import polars as pl
 from toolkit.analysis.compare import RUN_INTERVAL, Comparison
 from toolkit.analysis.harms import BOTH
 from toolkit.report.analyses import Analyses, severe_extremes
+from toolkit.report.physicians import corrected_pair, corrected_scores
 from toolkit.report.model import interval, missing, num, p_text, pct
 from toolkit.report.sections import ALPHA, with_mdd
 
@@ -119,10 +120,11 @@ def summary(a: Analyses) -> list[str]:
         order = board["run_id"].to_list()
         key = {(r["run_a"], r["run_b"]): r for r in pairs.iter_rows(named=True)}
         rows = [key[(x, y)] for x, y in zip(order, order[1:]) if (x, y) in key]
-    lines += [_pair_sentence(r, family) for r in rows]
+    lines += [_pair_sentence(r, family) + corrected_pair(a, r, always=i == 0) for i, r in enumerate(rows)]
     if a.baseline is None and pairs.height > len(rows):
         sig = int((pairs["p_holm"].fill_null(1.0) < ALPHA).sum())
         lines.append(f"Over all {pairs.height} pairs, {sig} differ after Holm's adjustment.")
+    lines += corrected_scores(a)
     lines += _judge_disagreement(a, board)
     extremes = severe_extremes(a.harm)
     if extremes is not None:
