@@ -110,7 +110,7 @@ def corrected_scores(a: Analyses) -> list[str]:
     shown = [r for r in a.cmp.leaderboard["run_id"].to_list() if r in corrected]
     if not shown:
         return []
-    return [_scores_sentence(shown, corrected, dict(a.cmp.leaderboard.select("run_id", "overall").iter_rows()))]
+    return [_scores_sentence(shown, corrected)]
 
 
 def corrected_pair(a: Analyses, pair: dict, always: bool = True) -> str:
@@ -147,18 +147,18 @@ def _value(row: dict, sign: bool = False) -> str:
     return interval(row["mean"], row["ci_low"], row["ci_high"], sign=sign)
 
 
-def _scores_sentence(shown: list[str], corrected: dict, judge: dict) -> str:
-    parts = [f"{run} {_value(corrected[run])} (judge {num(judge[run])})" if corrected[run]["mean"] is not None
+def _scores_sentence(shown: list[str], corrected: dict) -> str:
+    """The judge's own scores are the leaderboard's, just below: only the corrected ones here (one screen)."""
+    parts = [f"{run} {_value(corrected[run])}" if corrected[run]["mean"] is not None
              else f"{run} not corrected ({_why(corrected[run])})" for run in shown]
-    line = ("Corrected by the physician labels (PPI++; every pair in Judge vs physicians), the overall scores are "
-            + ", ".join(parts))
+    line = "Corrected by the physician labels (PPI++), the overall scores are " + ", ".join(parts)
     ranked = [r for r in shown if corrected[r]["mean"] is not None]
     if len(ranked) < 2:
         return line + "."
     by_corrected = sorted(ranked, key=lambda r: -corrected[r]["mean"])  # stable: ties keep the judge's order
     if by_corrected == ranked:
-        return line + "; by these point estimates the runs are in the judge's order."
-    return (line + "; by these point estimates the runs are in another order than the judge's leaderboard: "
+        return line + ": the judge's order."
+    return (line + ": another order than the judge's leaderboard (point estimates): "
             + ", ".join(by_corrected) + ".")
 
 
