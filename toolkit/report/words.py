@@ -76,11 +76,9 @@ def _separability(a: Analyses) -> list[str]:
 
 def interval_line(a: Analyses) -> str:
     """Which interval the leaderboard shows, and why `bedside summary` shows another for the same score."""
-    return (f"The leaderboard's intervals are {RUN_INTERVAL} intervals over cases (as `bedside compare` shows them), "
-            "not the reference runner's percentile bootstrap that `bedside summary`, the demo's leaderboard and SQL's "
-            "run_summary show (the reproducibility table has both). The score is the same; the intervals differ "
-            "because they are different estimators: the bootstrap is narrower on average and under-covers with few "
-            "cases per benchmark, where the stratified t stays near 95% (see the method notes).")
+    return (f"Intervals here are {RUN_INTERVAL} intervals over cases, as `bedside compare` shows them; `bedside summary`, "
+            "the demo's leaderboard and SQL's run_summary show the reference runner's percentile bootstrap of the same "
+            "score, another estimator that under-covers with few cases per benchmark (method notes).")
 
 
 def not_ranked_lines(a: Analyses) -> list[str]:
@@ -152,13 +150,12 @@ def _judge_disagreement(a: Analyses, board: pl.DataFrame) -> list[str]:
                                      & (pl.col("p_holm") < ALPHA))
     if rows.is_empty():
         return []
-    said = [f"{r['run_id']} ({r['rater_a']} − {r['rater_b']}: "
-            f"{interval(r['delta'], r['ci_low'], r['ci_high'], sign=True)}, Holm {p_eq(r['p_holm'])})"
-            for r in rows.head(3).iter_rows(named=True)]
-    more = f"; {rows.height - 3} more in the Judges section" if rows.height > 3 else ""
-    return [f"A second judge disagrees with the leaderboard's judge beyond the interval of the difference on "
-            f"{rows.height} run-and-pass comparison(s): {'; '.join(said)}{more}. The scores are the judge's, not "
-            "a physician's; see the Judges section."]
+    first = rows.row(0, named=True)
+    said = (f"{first['run_id']} ({first['rater_a']} − {first['rater_b']}: "
+            f"{interval(first['delta'], first['ci_low'], first['ci_high'], sign=True)}, Holm {p_eq(first['p_holm'])})")
+    more = f" and {rows.height - 1} more" if rows.height > 1 else ""
+    return [f"A second judge disagrees with the leaderboard's judge beyond the interval of the difference: "
+            f"{said}{more} (Judges section). The scores are the judge's, not a physician's."]
 
 
 def _severe_sentence(best: dict, worst: dict, gap: dict | None) -> str:
