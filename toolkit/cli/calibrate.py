@@ -113,8 +113,8 @@ def _json(check) -> dict:
 @section_option(SECTIONS)
 @judge_options(judge_help="Check and correct this judge (default: each run's primary judge).",
                pass_help="Judge pass(es) scored (default: all); the first is the one set against the labels.")
-@resample_options(samples_help="Case resamples of the kappa intervals [default: 10000].",
-                  seed_help="Seed of the kappa intervals' resamples [default: 42].")
+@resample_options(samples_help="Case resamples of the physicians' own kappa interval [default: 10000].",
+                  seed_help="Seed of the physicians' kappa resamples [default: 42].")
 @format_option
 @store_option
 def calibrate_cmd(runs: RunChoice, top: int, section: str | None, selection, samples: int, seed: int, fmt: str,
