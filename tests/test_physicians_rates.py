@@ -56,6 +56,7 @@ def test_a_run_labelled_in_full_gets_its_labelled_rate(rate_store) -> None:
         # every item labelled as the judge decided: the physicians' rate is the judge's, and it is the rate
         assert row["rate"] == pytest.approx(row["judge_rate"], abs=1e-12), name
         assert row["labelled_rate"] == pytest.approx(row["judge_rate"], abs=1e-12), name
+        assert row["rate"] == row["labelled_rate"], name  # exactly: complete labels are the rate, not a correction
         assert row["labelled_items"] == row["items"] and row["accuracy_from"] == "labels cover the run"
         assert not row["against_labels"]
         if row["ci_low"] is not None:

@@ -23,7 +23,7 @@ import math
 import polars as pl
 
 from toolkit.analysis.physician_labels import class_frames, judge_items
-from toolkit.analysis.physician_stats import Z, cluster_share, rogan_gladen
+from toolkit.analysis.physician_stats import Z, Corrected, cluster_share, rogan_gladen
 from toolkit.selection import JudgeSelection, RunData
 
 # Labelled cases of a run (in a class) from which its own sensitivity and specificity correct it: with
@@ -85,11 +85,11 @@ def corrected_rates(data: RunData, agreement: pl.DataFrame, run_ids: list[str],
 def _rate_row(run: str, kind: str, name: str, frame: pl.DataFrame, labels: pl.DataFrame, pooled: dict | None
               ) -> dict:
     observed, var = _share(frame, pl.col("judge"))
-    lab_rate = float(labels["physician"].mean()) if labels.height else None
+    lab_rate = _share(labels, pl.col("physician"))[0] if labels.height else None
     lab_judge = float(labels["judge"].mean()) if labels.height else None
     if labels.height == frame.height:  # labels cover every item: the physicians' share, its sampling error
         source, (truth, truth_var) = COVERED, _share(labels, pl.col("physician"))
-        fix = rogan_gladen(truth, _num(truth_var), 1.0, 0.0, 1.0, 0.0)
+        fix = Corrected(truth, _num(truth_var), False)  # the labels are the truth: nothing to correct
     else:
         own = _accuracy(labels)
         if own is not None:
