@@ -24,8 +24,9 @@ from toolkit.summary import summarize
 
 
 def sim_run(sim: SimServer, store: Path, *extra: str) -> tuple[int, str, str]:
+    progress = () if "--progress" in extra else ("--progress", "plain")  # an option is given once
     return bedside("run", "--answer-model", "sim/strong", "--judge-model", "sim/judge", "--base-url", sim.base_url,
-                   "--store", store, "--progress", "plain", *extra)
+                   "--store", store, *progress, *extra)
 
 
 def test_fault_injected_run_completes_every_case(tmp_path: Path) -> None:

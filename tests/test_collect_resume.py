@@ -26,8 +26,9 @@ RUN = "sim/strong"
 
 
 def command(sim: SimServer, store: Path, *extra: str) -> list[str]:
+    defaults = [(flag, value) for flag, value in (("--concurrency", "4"), ("--progress", "plain")) if flag not in extra]
     return [sys.executable, "-m", "toolkit", "run", "--answer-model", RUN, "--judge-model", "sim/judge",
-            "--base-url", sim.base_url, "--store", str(store), "--concurrency", "4", "--progress", "plain", *extra]
+            "--base-url", sim.base_url, "--store", str(store), *(x for pair in defaults for x in pair), *extra]
 
 
 def wait_for(predicate, timeout: float = 30.0) -> None:

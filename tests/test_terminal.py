@@ -91,7 +91,7 @@ def test_harms_headers_break_only_between_words(store_dir: Path, monkeypatch: py
 
 def test_narrow_tables_keep_what_a_reader_needs(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pairwise = at(80, monkeypatch, "compare", "--all", "--store", store_dir, "--section", "pairwise")
-    assert {"run", "a", "b", "delta", "[95%", "ci]", "p", "value", "holm"} <= header_words(pairwise)
+    assert {"run", "a", "b", "delta", "[95%", "paired", "stratified", "t]", "p", "value", "holm"} <= header_words(pairwise)
     assert "wilcoxon" not in header_words(pairwise)
     wide = at(200, monkeypatch, "compare", "--all", "--store", store_dir, "--section", "pairwise")
     assert {"wilcoxon", "value", "holm", "bh"} <= header_words(wide)
@@ -179,7 +179,12 @@ def test_notes_follow_the_tables_on_stderr_one_line_each(store_dir: Path, monkey
     for command in (("compare", "--all", "--samples", "200"), ("harms", "--all", "--samples", "200"),
                     ("items", "--all")):
         out, err = streams(80, monkeypatch, *command, "--store", store_dir)
-        assert "note:" not in out and out.startswith(" ")  # stdout: the tables alone, a title first
+        # stdout: the tables alone, a title first (compare: after its verdict lines, as the report's summary)
+        lines = out.splitlines(keepends=True)
+        verdict = next(i for i, line in enumerate(lines) if line.startswith(" ")) if command[0] == "compare" else 0
+        tables = "".join(lines[verdict:])
+        assert "note:" not in out and tables.startswith(" ") and out.startswith(
+            "4 runs compared" if command[0] == "compare" else " ")
         lines = err.splitlines()
         assert lines and all(line.startswith("note: ") for line in lines)
     json_out, _ = streams(80, monkeypatch, "harms", "--all", "--store", store_dir, "--format", "json", "--samples",

@@ -9,6 +9,7 @@ section as plain CSV when ``--section`` names it, else every section after a
 from __future__ import annotations
 
 import sys
+import textwrap
 from typing import Callable
 
 import click
@@ -25,7 +26,7 @@ from toolkit.protocol import severity_label
 from toolkit.cli.common import echo_json, emit, note_line, open_store, selected_runs
 from toolkit.cli.options import (RunChoice, allow_mixed_option, check_paired_samples, format_option, judge_options,
                                  prices_option, resample_options, run_options, store_option)
-from toolkit.cli.table import COVERAGE, table_fits
+from toolkit.cli.table import COVERAGE, table_fits, terminal_width
 from toolkit.selection import RUN_TABLES, JudgeSelection, read_runs, run_tables
 from toolkit.text import visible
 
@@ -211,8 +212,8 @@ def compare_cmd(runs: RunChoice, per_benchmark: bool, baseline: str | None, allo
     if fmt == "table" and (section is None or section == "leaderboard"):
         from toolkit.report.words import verdict  # the report summary's own first lines
 
-        for line in verdict(result):
-            click.echo(visible(line))
+        for line in verdict(result):  # wrapped as the tables below are: to the terminal's width
+            click.echo("\n".join(textwrap.wrap(visible(line), terminal_width(), break_on_hyphens=False)))
     views = {"benchmarks": _benchmark_view(sections["benchmarks"])}
     if "versus" in sections and sections["versus"].height:
         views["versus"] = _versus_view(sections["versus"])
