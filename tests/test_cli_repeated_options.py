@@ -54,3 +54,32 @@ def test_the_judge_takes_several_runs() -> None:
     multiple = {(" ".join(words), p.opts[0]) for words in command_paths() for p in _command(words).params
                 if isinstance(p, click.Option) and p.multiple}
     assert ("judge", "--run") in multiple
+
+
+def _shared_with_group() -> list[tuple[list[str], str]]:
+    """(a subcommand, an option its group takes too): `labels --store A list --store B` named two stores."""
+    pairs = []
+    for words in command_paths():
+        if len(words) < 2:
+            continue
+        group = {p.opts[0] for p in _command(words[:-1]).params if isinstance(p, click.Option) and not p.is_eager}
+        pairs += [(words, p.opts[0]) for p in _command(words).params
+                  if isinstance(p, click.Option) and not p.is_eager and p.opts[0] in group]
+    return pairs
+
+
+def test_subcommands_share_options_with_their_groups() -> None:
+    assert (["labels", "list"], "--store") in _shared_with_group()
+    assert (["runs", "rm"], "--store") in _shared_with_group()
+
+
+@pytest.mark.parametrize("words, option", _shared_with_group(), ids=lambda v: " ".join(v) if isinstance(v, list) else v)
+def test_an_option_given_on_a_group_and_its_subcommand_is_refused(words, option, tmp_path) -> None:
+    """`runs --store A rm RUN --store B` removed RUN from B: one of the two values was dropped without a word."""
+    param = next(p for p in _command(words).params if isinstance(p, click.Option) and p.opts[0] == option)
+    plain = param.type.choices[0] if isinstance(param.type, click.Choice) else "1"
+    value = [] if param.is_flag else [str(tmp_path / "b") if option == "--store" else plain]
+    first = [] if param.is_flag else [str(tmp_path / "a") if option == "--store" else plain]
+    code, out, err = bedside(*words[:-1], option, *first, words[-1], option, *value)
+    assert code == 2, (code, out, err)
+    assert err.count("\n") == 1 and f"{option} given 2 times" in err, err

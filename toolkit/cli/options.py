@@ -204,6 +204,14 @@ def _refuse_repeats(ctx: click.Context, order: list[click.Parameter]) -> None:
     for param in order:
         if isinstance(param, click.Option) and not param.multiple and not param.is_eager:
             seen[param.opts[0]] = seen.get(param.opts[0], 0) + 1
+    # given on a group too (`runs --store A rm X --store B`): one of the two would be dropped without a word
+    parent = ctx.parent
+    while parent is not None:
+        for param in parent.command.params:
+            if (isinstance(param, click.Option) and param.opts[0] in seen and param.name is not None
+                    and parent.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE):
+                seen[param.opts[0]] += 1
+        parent = parent.parent
     for name, count in seen.items():
         if count > 1:
             raise click.UsageError(f"{name} given {count} times; give it once", ctx)
