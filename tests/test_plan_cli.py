@@ -147,3 +147,21 @@ def test_subnormal_variances_and_a_huge_budget_plan_and_print_sanely(tmp_path: P
     assert done.returncode == 0, done.stderr
     first = done.stdout.splitlines()[0]
     assert "for $1e+300:" in first and len(first) < 250, first
+
+
+def test_a_budget_past_float_range_and_absurd_costs_and_keys_given_twice_are_one_line(tmp_path: Path) -> None:
+    """$1e308 over a cent a call overflowed to an OverflowError; $1e308 a call printed $inf; a key given twice in
+    a record took its last value silently (label files refuse that)."""
+    path = _components(tmp_path, {"rho": 0.5, "components": RECORDS})
+    done = bedside_process(["plan", "--budget", "1e308", "--components", path, "--answer-cost", "0.004",
+                            "--judge-cost", "0.002"])
+    assert done.returncode == 0 and "internal error" not in done.stderr, done.stderr
+    done = bedside_process(["plan", "--target-mdd", "0.1", "--components", path, "--answer-cost", "1e308",
+                            "--judge-cost", "1e308"])
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--answer-cost" in done.stderr, done.stderr
+    twice = tmp_path / "twice.json"
+    twice.write_text('{"rho": 0.5, "components": [{"benchmark": "a", "var_case": 0.04, "var_case": 0.5, '
+                     '"var_answer": 0.01, "var_judge": 0.01}]}', encoding="utf-8")
+    done = bedside_process(["plan", "--target-mdd", "0.1", "--components", str(twice), "--answer-cost", "1",
+                            "--judge-cost", "1"])
+    assert done.returncode != 0 and done.stderr.count("\n") == 1 and "given twice" in done.stderr, done.stderr

@@ -246,7 +246,7 @@ def plan_design(components: Sequence[Components], answer_cost: float, judge_cost
                 except ValueError:
                     n = None
             else:
-                n = min(limit, int(budget // (per_case * n_bench))) if per_case > 0 else limit
+                n = int(min(limit, budget // (per_case * n_bench))) if per_case > 0 else limit  # inf: the limit
                 n = n if n >= 2 else None
             feasible = n is not None and n <= limit
             n_used = n if n is not None and n >= 2 else None

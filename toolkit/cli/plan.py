@@ -23,6 +23,9 @@ TABLE_COLUMNS = ("answers_per_case", "judge_passes", "cases_per_benchmark", "cas
                  "cost_usd", "power", "mdd", "feasible", "within_budget")
 
 
+MAX_CALL_USD = 1e6  # a dearer call is a typo, and its designs' dollars overflow to inf
+
+
 @click.command("plan")
 @click.option("--target-mdd", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help="Macro-mean difference to detect with 80% power (two-sided 5%).")
@@ -35,9 +38,9 @@ TABLE_COLUMNS = ("answers_per_case", "judge_passes", "cases_per_benchmark", "cas
               "(give it twice).")
 @click.option("--rho", type=click.FloatRange(-1, 1), default=None,
               help="Between-model correlation of case means (default: from the file, else from --run A --run B).")
-@click.option("--answer-cost", type=click.FloatRange(0), default=None, help="USD per answer call (default: the "
+@click.option("--answer-cost", type=click.FloatRange(0, MAX_CALL_USD), default=None, help="USD per answer call (default: the "
               "runs' mean, from their tokens and --prices).")
-@click.option("--judge-cost", type=click.FloatRange(0), default=None, help="USD per judge call (default: as above).")
+@click.option("--judge-cost", type=click.FloatRange(0, MAX_CALL_USD), default=None, help="USD per judge call (default: as above).")
 @click.option("--max-answers", type=click.IntRange(1, 20), default=5, show_default=True,
               help="Most answers per case considered.")
 @click.option("--max-passes", type=click.IntRange(1, 20), default=3, show_default=True,
@@ -129,7 +132,7 @@ def _read_components(path: str, runs: set[str]) -> tuple[list[dict], Any]:
     from toolkit.inputs import InputError, parse_json, read_text
 
     try:  # a regular file of bounded size (never /dev/zero or a FIFO), strict finite JSON
-        data = parse_json(read_text(path, COMPONENTS_FILE_LIMIT), path, invalid="not JSON")
+        data = parse_json(read_text(path, COMPONENTS_FILE_LIMIT), path, invalid="not JSON", keys_once=True)
     except InputError as error:
         raise CommandError([str(error)]) from None
     file_rho = None
