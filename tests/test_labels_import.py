@@ -224,6 +224,8 @@ MALFORMED = {
     # a reviewer's name is checked as a run id is: one that looks like another is a second physician
     "reviewer with a zero-width space": (_bad_table(_set("reviewer", "dr\u200b-a")),
                                          "line 2: reviewer 'dr\\u200b-a': holds an invisible character (U+200B)"),
+    "reviewer in fullwidth letters": (_bad_table(_set("reviewer", "\uff24r-a")),
+                                      "line 2: reviewer '\uff24r-a': holds a compatibility form (U+FF24) of"),
     "reviewer with a bidi control": (_bad_table(_set("reviewer", "\u202edr-a")),
                                      "line 2: reviewer '\\u202edr-a': holds a bidirectional-text control"),
     "reviewer with a NUL": (_bad_table(_set("reviewer", "dr\x00a")), "holds a control character (U+0000)"),

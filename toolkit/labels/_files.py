@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,10 +100,17 @@ def reviewer_name(value: object, where: str, problems: list[str]) -> str | None:
     if text is None:
         return None
     try:
-        return new_run_id(text.strip(), "reviewer")
+        name = new_run_id(text.strip(), "reviewer")
     except StoreError as error:
         problems.append(f"{where}: {error}")
         return None
+    # Fullwidth or styled letters (U+FF21 "Ａ") show as another spelling of one physician's name
+    odd = next((ch for ch in name if unicodedata.normalize("NFKC", ch) != ch), None)
+    if odd is not None:
+        problems.append(f"{where}: reviewer {name!r}: holds a compatibility form (U+{ord(odd):04X}) of "
+                        f"{unicodedata.normalize('NFKC', odd)!r}, so one reviewer would look like two; write that")
+        return None
+    return name
 
 
 def _label(value: object, where: str, problems: list[str]) -> str | None:
