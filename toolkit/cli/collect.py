@@ -167,7 +167,8 @@ def demo_cmd(store_dir: str | None, concurrency: int, progress: str, replace: bo
     if board is None:  # interrupted: no leaderboard of partly collected runs
         raise _exit(EXIT_INTERRUPTED, f"interrupted; {store.root} holds partial runs. Run `bedside demo` again "
                     "to start over.")
-    emit(board, "table", title="Leaderboard: simulated models on the bundled sample (macro mean, 95% CI)",
+    emit(board, "table",
+         title="Leaderboard: simulated models on the bundled sample (macro mean, 95% percentile bootstrap)",
          optional=("answer_model", "judge_model"))
     # the report written below shows compare's intervals
     from toolkit.cli.results import INTERVALS_NOTE, say_small_sizes
